@@ -1,0 +1,124 @@
+"""The one way events enter the log: the atomic Lua append (``shared/lua/append.lua``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+
+import orjson
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+
+from shared.keys import Keys
+
+APPEND_LUA = resources.files("shared").joinpath("lua/append.lua").read_text()
+
+
+@dataclass(frozen=True, slots=True)
+class OutEvent:
+    """One log entry to append. ``prefix`` is the wire frame's JSON without its ``}``."""
+
+    kind: str
+    prefix: bytes
+    session_stream: bool = False
+    session_seq: bool = False
+
+    @property
+    def flags(self) -> str:
+        return ("s" if self.session_stream else "") + ("q" if self.session_seq else "")
+
+
+@dataclass(slots=True)
+class AppendBatch:
+    """Events of one session plus the offset commit (if any) they are atomic with."""
+
+    sid: str
+    events: list[OutEvent] = field(default_factory=list)
+    offset_field: str = ""
+    expected_offset: str = ""
+    new_offset: str = ""
+    hash_updates: dict[str, str] = field(default_factory=dict)
+    activity_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    first_seq: int
+    last_seq: int
+    last_session_seq: int
+
+
+class AppendRefused(Exception):
+    """The script refused the batch before writing anything."""
+
+
+class EpochChanged(AppendRefused):
+    """Redis's epoch is not the one the appender holds: Redis lost its data."""
+
+    def __init__(self, current: str) -> None:
+        super().__init__(f"epoch is now {current or '<missing>'}")
+        self.current = current
+
+
+class OffsetConflict(AppendRefused):
+    """The committed offset is not where this batch starts (another writer, or a restart)."""
+
+    def __init__(self, committed: str) -> None:
+        super().__init__(f"committed offset is {committed or '<none>'}")
+        self.committed = committed
+
+
+class LogAppender:
+    """Registers the append script once and runs batches through it."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        host: str,
+        *,
+        log_maxlen: int,
+        session_maxlen: int,
+        session_ttl_s: int,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._host = host
+        self._limits = (str(log_maxlen), str(session_maxlen), str(session_ttl_s))
+        self._script: AsyncScript = client.register_script(APPEND_LUA)
+
+    async def append(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Appended:
+        k = self._keys
+        keys = [
+            k.seq,
+            k.log,
+            k.sessions,
+            k.session(batch.sid),
+            k.session_events(batch.sid),
+            k.offsets(self._host),
+            k.epoch,
+        ]
+        args: list[str | bytes] = [
+            epoch,
+            batch.sid,
+            batch.offset_field,
+            batch.expected_offset,
+            batch.new_offset,
+            *self._limits,
+            str(stamp_ms),
+            orjson.dumps(batch.hash_updates) if batch.hash_updates else "",
+            "" if batch.activity_ms is None else str(batch.activity_ms),
+        ]
+        for ev in batch.events:
+            args += [ev.kind, ev.flags, ev.prefix]
+        reply = await self._script(keys=keys, args=args)
+        status = _text(reply[0])
+        if status == "EPOCH":
+            raise EpochChanged(_text(reply[1]))
+        if status == "OFFSET":
+            raise OffsetConflict(_text(reply[1]))
+        return Appended(int(reply[1]), int(reply[2]), int(reply[3]))
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

