@@ -17,20 +17,49 @@ from shared import __version__
 from shared.logsetup import configure_logging
 from shared.settings import Settings, SettingsError, load_settings
 
-SHARED_FIELDS = (
-    "redis_url namespace host_id log_level redis_socket_timeout_s redis_health_check_interval_s "
-    "log_maxlen session_maxlen session_ttl_days"
-).split()
-COLLECTOR_FIELDS = (
-    "claude_dir backfill_events backfill_max_age_hours turn_backstop_seconds "
-    "session_idle_minutes collector_metrics_port heartbeat_ttl_s batch_max_lines max_line_bytes "
-    "data_max_bytes watch_step_ms allow_prompts prompt_cwd_allow claude_bin claude_args "
-    "approval_mode approval_timeout_seconds"
-).split()
-GATEWAY_FIELDS = (
-    "gateway_host gateway_port tokens allow_anonymous replay_depth send_queue_max "
-    "max_frame_bytes rate_limit_per_s ws_compression gateway_id command_timeout_seconds"
-).split()
+SHARED_FIELDS = [
+    "redis_url",
+    "namespace",
+    "host_id",
+    "log_level",
+    "redis_socket_timeout_s",
+    "redis_health_check_interval_s",
+    "log_maxlen",
+    "session_maxlen",
+    "session_ttl_days",
+]
+COLLECTOR_FIELDS = [
+    "claude_dir",
+    "backfill_events",
+    "backfill_max_age_hours",
+    "turn_backstop_seconds",
+    "session_idle_minutes",
+    "collector_metrics_port",
+    "heartbeat_ttl_s",
+    "batch_max_lines",
+    "max_line_bytes",
+    "data_max_bytes",
+    "watch_step_ms",
+    "allow_prompts",
+    "prompt_cwd_allow",
+    "claude_bin",
+    "claude_args",
+    "approval_mode",
+    "approval_timeout_seconds",
+]
+GATEWAY_FIELDS = [
+    "gateway_host",
+    "gateway_port",
+    "tokens",
+    "allow_anonymous",
+    "replay_depth",
+    "send_queue_max",
+    "max_frame_bytes",
+    "rate_limit_per_s",
+    "ws_compression",
+    "gateway_id",
+    "command_timeout_seconds",
+]
 
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
 COMMANDS: dict[str, tuple[str, list[str], str]] = {

@@ -32,51 +32,157 @@ class Settings(BaseSettings):
     )
 
     # --- shared -----------------------------------------------------------------------
-    redis_url: SecretStr = SecretStr("redis://127.0.0.1:6379/0")
-    namespace: str = Field(default="relaybus", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    host_id: str = Field(default_factory=socket.gethostname, pattern=r"^[^\s{}:]{1,128}$")
-    log_level: str = "INFO"
-    redis_socket_timeout_s: float = Field(default=5.0, gt=0)
-    redis_health_check_interval_s: float = Field(default=2.0, ge=0)
+    redis_url: SecretStr = Field(
+        default=SecretStr("redis://127.0.0.1:6379/0"),
+        description="Redis/Valkey URL (redis:// or rediss://, password in the URL)",
+    )
+    namespace: str = Field(
+        default="relaybus",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="key namespace; every key is {<ns>}:... (one team/tenant)",
+    )
+    host_id: str = Field(
+        default_factory=socket.gethostname,
+        pattern=r"^[^\s{}:]{1,128}$",
+        description="this machine's id in the bus (default: hostname)",
+    )
+    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+    redis_socket_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Redis connect/read timeout; a dead connection is noticed within it",
+    )
+    redis_health_check_interval_s: float = Field(
+        default=2.0, ge=0, description="PING idle Redis connections older than this before reuse"
+    )
 
     # --- log layout -------------------------------------------------------------------
-    log_maxlen: int = Field(default=100_000, ge=100)
-    session_maxlen: int = Field(default=2000, ge=10)
-    session_ttl_days: float = Field(default=7, gt=0)
+    log_maxlen: int = Field(
+        default=100_000, ge=100, description="approximate length cap of the global log stream"
+    )
+    session_maxlen: int = Field(
+        default=2000, ge=10, description="approximate length cap of each session's event stream"
+    )
+    session_ttl_days: float = Field(
+        default=7,
+        gt=0,
+        description="session streams and hashes expire after this long without activity",
+    )
 
     # --- collector --------------------------------------------------------------------
-    claude_dir: Path = Field(default_factory=_default_claude_dir)
-    backfill_events: int = Field(default=200, ge=0)
-    backfill_max_age_hours: float = Field(default=24, ge=0)
-    turn_backstop_seconds: float = Field(default=120, gt=0)
-    session_idle_minutes: float = Field(default=30, gt=0)
-    collector_metrics_port: int = Field(default=9464, ge=0, le=65535)
-    heartbeat_ttl_s: int = Field(default=15, ge=3)
-    batch_max_lines: int = Field(default=500, ge=1)
-    max_line_bytes: int = Field(default=8 * 1024 * 1024, ge=4096)
-    data_max_bytes: int = Field(default=64 * 1024, ge=1024)
-    watch_step_ms: int = Field(default=1, ge=1, le=1000)
+    claude_dir: Path = Field(
+        default_factory=_default_claude_dir,
+        description="Claude Code config dir holding projects/ and sessions/ (default $CLAUDE_CONFIG_DIR or ~/.claude)",
+    )
+    backfill_events: int = Field(
+        default=200, ge=0, description="events published from a recent file seen for the first time"
+    )
+    backfill_max_age_hours: float = Field(
+        default=24, ge=0, description="files modified longer ago are registered, not replayed"
+    )
+    turn_backstop_seconds: float = Field(
+        default=120, gt=0, description="a working turn with no activity for this long becomes idle"
+    )
+    session_idle_minutes: float = Field(
+        default=30,
+        gt=0,
+        description="a session without live process ends after this long without activity",
+    )
+    collector_metrics_port: int = Field(
+        default=9464,
+        ge=0,
+        le=65535,
+        description="Prometheus /metrics port of the collector (0 = off)",
+    )
+    heartbeat_ttl_s: int = Field(
+        default=15,
+        ge=3,
+        description="TTL of the collector's liveness key; refreshed every third of it",
+    )
+    batch_max_lines: int = Field(
+        default=500, ge=1, description="most lines appended in one atomic Redis call"
+    )
+    max_line_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=4096,
+        description="lines above this are published as a size stand-in, never read whole",
+    )
+    data_max_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="raw line sent as event.data up to this size (a stand-in above)",
+    )
+    watch_step_ms: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="watchfiles polling step; small values give millisecond wake-ups",
+    )
 
     # --- gateway ----------------------------------------------------------------------
-    gateway_host: str = "0.0.0.0"
-    gateway_port: int = Field(default=8080, ge=0, le=65535)
-    tokens: SecretStr = SecretStr("")
-    allow_anonymous: bool = False
-    replay_depth: int = Field(default=200, ge=0, le=10_000)
-    send_queue_max: int = Field(default=1024, ge=8)
-    max_frame_bytes: int = Field(default=64 * 1024, ge=1024)
-    rate_limit_per_s: float = Field(default=50, gt=0)
-    ws_compression: bool = False
-    gateway_id: str = ""
+    gateway_host: str = Field(default="0.0.0.0", description="gateway listen address")
+    gateway_port: int = Field(default=8080, ge=0, le=65535, description="gateway listen port")
+    tokens: SecretStr = Field(
+        default=SecretStr(""),
+        description="comma-separated client tokens: 'secret' (full) or 'secret:read' (read-only)",
+    )
+    allow_anonymous: bool = Field(
+        default=False,
+        description="serve clients without a token (refused at start otherwise when no tokens)",
+    )
+    replay_depth: int = Field(
+        default=200,
+        ge=0,
+        le=10_000,
+        description="events replayed on watch_session without sinceSeqId",
+    )
+    send_queue_max: int = Field(
+        default=1024,
+        ge=8,
+        description="frames queued per connection before a slow client is disconnected",
+    )
+    max_frame_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="largest accepted client frame; larger frames close the connection",
+    )
+    rate_limit_per_s: float = Field(
+        default=50,
+        gt=0,
+        description="client frames per second allowed (burst twice that) before closing",
+    )
+    ws_compression: bool = Field(
+        default=False, description="enable permessage-deflate (slower fan-out, more memory)"
+    )
+    gateway_id: str = Field(
+        default="", description="stable gateway id (default: random per process)"
+    )
 
     # --- commands ---------------------------------------------------------------------
-    command_timeout_seconds: float = Field(default=15, gt=0)
-    allow_prompts: bool = False
-    prompt_cwd_allow: str = ""
-    claude_bin: str = "claude"
-    claude_args: str = ""
-    approval_mode: Literal["watched", "always"] = "watched"
-    approval_timeout_seconds: float = Field(default=120, gt=0)
+    command_timeout_seconds: float = Field(
+        default=15,
+        gt=0,
+        description="a routed command without a reply in this time gets error timeout",
+    )
+    allow_prompts: bool = Field(
+        default=False, description="let clients run prompts/interrupts on this machine's sessions"
+    )
+    prompt_cwd_allow: str = Field(
+        default="", description="comma-separated path prefixes where commands may run (empty = any)"
+    )
+    claude_bin: str = Field(default="claude", description="the Claude Code CLI executable")
+    claude_args: str = Field(
+        default="", description="extra CLI arguments for headless prompts (e.g. a permission mode)"
+    )
+    approval_mode: Literal["watched", "always"] = Field(
+        default="watched",
+        description="'watched' holds a permission request only while a client watches; 'always' holds regardless",
+    )
+    approval_timeout_seconds: float = Field(
+        default=120,
+        gt=0,
+        description="a permission request without a decision in this time falls through",
+    )
 
     @field_validator("claude_dir", mode="before")
     @classmethod
