@@ -1,0 +1,38 @@
+# syntax=docker/dockerfile:1
+# One image for every relaybus role: `gateway` (default), `collector`, `up`.
+#   docker build -t relaybus .
+#   docker run --rm relaybus --help
+
+# --- build: install the package and its dependencies into a venv --------------------------
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+RUN python -m venv /opt/relaybus
+# Dependencies first (cached while only the code changes), then the package itself.
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY collector ./collector
+COPY gateway ./gateway
+RUN /opt/relaybus/bin/pip install --no-compile . \
+ && /opt/relaybus/bin/python -m compileall -q /opt/relaybus/lib
+
+# --- runtime: the venv only, run as an unprivileged user ------------------------------------
+FROM python:3.11-slim AS runtime
+RUN groupadd --gid 10001 relaybus \
+ && useradd --uid 10001 --gid relaybus --create-home --shell /usr/sbin/nologin relaybus
+COPY --from=build /opt/relaybus /opt/relaybus
+ENV PATH=/opt/relaybus/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    RELAYBUS_GATEWAY_HOST=0.0.0.0 \
+    RELAYBUS_GATEWAY_PORT=8080
+USER relaybus
+WORKDIR /home/relaybus
+EXPOSE 8080 9464
+# The gateway answers /readyz once Redis is reachable; the collector service in
+# docker-compose.yml overrides this check with its metrics endpoint.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
+  CMD python -c 'import os, urllib.request; urllib.request.urlopen("http://127.0.0.1:%s/readyz" % os.environ.get("RELAYBUS_GATEWAY_PORT", "8080"), timeout=2)' || exit 1
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["relaybus"]
+CMD ["gateway"]

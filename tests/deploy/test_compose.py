@@ -1,0 +1,215 @@
+"""The team-server deployment files are valid and consistent with each other and the code."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from shared.settings import Settings
+from tests.support.deploy_files import (
+    COMPOSE,
+    DEPLOY,
+    ROOT,
+    compose_variables,
+    env_example_names,
+    interpolate,
+    load_yaml,
+)
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "compose-spec.json").read_text())
+#: The values an operator must set in .env; everything else has a default.
+REQUIRED_ENV = {"REDIS_PASSWORD": "s3cret", "RELAYBUS_TOKENS": "tok"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load(interpolate(COMPOSE.read_text(), REQUIRED_ENV)))
+
+
+def _container_env(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment", {})
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _bind_mounts(service: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(source, target, mode) of each short-syntax volume entry."""
+    mounts = []
+    for entry in service.get("volumes", []):
+        parts = str(entry).split(":")
+        mounts.append((parts[0], parts[1], parts[2] if len(parts) > 2 else "rw"))
+    return mounts
+
+
+def test_compose_file_validates_against_the_compose_schema() -> None:
+    """docker-compose.yml, raw and interpolated, is valid per the Compose Specification."""
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    raw = load_yaml(COMPOSE)
+    interpolated = yaml.safe_load(interpolate(COMPOSE.read_text(), REQUIRED_ENV))
+    for doc in (raw, interpolated):
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
+        assert errors == []
+
+
+def test_every_interpolated_variable_is_documented_in_env_example() -> None:
+    """Each ${VAR} of docker-compose.yml appears in .env.example."""
+    missing = compose_variables(COMPOSE.read_text()) - env_example_names()
+    assert missing == set()
+
+
+def test_required_secrets_have_no_default() -> None:
+    """Without REDIS_PASSWORD or RELAYBUS_TOKENS, interpolation fails instead of running open."""
+    for name in REQUIRED_ENV:
+        env = {k: v for k, v in REQUIRED_ENV.items() if k != name}
+        with pytest.raises(KeyError, match=name):
+            interpolate(COMPOSE.read_text(), env)
+
+
+def test_env_example_documents_every_setting() -> None:
+    """.env.example names every RELAYBUS_<FIELD> of the settings."""
+    names = env_example_names()
+    missing = {f"RELAYBUS_{f.upper()}" for f in Settings.model_fields} - names
+    assert missing == set()
+
+
+def test_services_volumes_and_dependencies_exist(compose: dict[str, Any]) -> None:
+    """Every depends_on names a service; every named volume is declared and used."""
+    services = compose["services"]
+    assert set(services) == {"redis", "gateway", "nginx", "collector", "prometheus", "grafana"}
+    declared = set(compose["volumes"])
+    used = set()
+    for name, svc in services.items():
+        assert set(svc.get("depends_on", {})) <= set(services), name
+        for source, _target, _mode in _bind_mounts(svc):
+            if not source.startswith(("/", ".", "~")):
+                used.add(source)
+    assert used == declared
+
+
+def test_build_contexts_and_mounted_files_exist(compose: dict[str, Any]) -> None:
+    """Every build context, Dockerfile and mounted repository file exists."""
+    for name, svc in compose["services"].items():
+        if "build" in svc:
+            context = ROOT / str(svc["build"])
+            assert (context / "Dockerfile").is_file(), name
+        for source, _target, _mode in _bind_mounts(svc):
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), source
+
+
+def test_redis_is_private_durable_and_password_protected(compose: dict[str, Any]) -> None:
+    """Redis: AOF fsync every second on a named volume, a password, no host port."""
+    redis = compose["services"]["redis"]
+    command = " ".join(redis["command"])
+    assert "--appendonly yes" in command
+    assert "--appendfsync everysec" in command
+    assert '--requirepass "$REDIS_PASSWORD"' in command
+    assert redis["environment"]["REDIS_PASSWORD"] == REQUIRED_ENV["REDIS_PASSWORD"]
+    assert "ports" not in redis
+    assert ("redis-data", "/data", "rw") in _bind_mounts(redis)
+    for role in ("gateway", "collector"):
+        url = _container_env(compose["services"][role])["RELAYBUS_REDIS_URL"]
+        assert url == "redis://:s3cret@redis:6379/0"
+
+
+def test_gateways_are_replicated_behind_nginx_on_one_published_port(
+    compose: dict[str, Any],
+) -> None:
+    """Two gateway replicas, unpublished; nginx publishes the one port and proxies to them."""
+    services = compose["services"]
+    gateway = services["gateway"]
+    assert gateway["deploy"]["replicas"] == 2
+    assert "ports" not in gateway and "container_name" not in gateway
+    gateway_port = _container_env(gateway)["RELAYBUS_GATEWAY_PORT"]
+    published = [svc_name for svc_name, svc in services.items() if "ports" in svc]
+    assert sorted(published) == ["grafana", "nginx", "prometheus"]
+    assert services["nginx"]["ports"] == ["8080:8080"]
+    nginx_conf = (DEPLOY / "nginx.conf").read_text()
+    assert re.search(rf"^\s*server gateway:{gateway_port}\b", nginx_conf, re.M)
+    assert re.search(r"^\s*listen 8080;", nginx_conf, re.M)
+    assert ("./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro") in _bind_mounts(
+        services["nginx"]
+    )
+
+
+def test_collector_reads_the_server_claude_dir_read_only(compose: dict[str, Any]) -> None:
+    """The collector mounts ~/.claude read-only where RELAYBUS_CLAUDE_DIR points."""
+    collector = compose["services"]["collector"]
+    env = _container_env(collector)
+    assert ("~/.claude", env["RELAYBUS_CLAUDE_DIR"], "ro") in _bind_mounts(collector)
+    assert env["RELAYBUS_HOST_ID"] == "team-server"
+
+
+def test_monitoring_is_an_opt_in_profile_scraping_the_services(compose: dict[str, Any]) -> None:
+    """Prometheus and Grafana run only with --profile monitoring; DNS SD names real services."""
+    services = compose["services"]
+    for name in ("prometheus", "grafana"):
+        assert services[name]["profiles"] == ["monitoring"]
+    for name in ("redis", "gateway", "nginx", "collector"):
+        assert "profiles" not in services[name]
+    prom = load_yaml(DEPLOY / "prometheus.yml")
+    ports = {
+        "gateway": _container_env(services["gateway"])["RELAYBUS_GATEWAY_PORT"],
+        "collector": _container_env(services["collector"])["RELAYBUS_COLLECTOR_METRICS_PORT"],
+    }
+    sd = {
+        name: str(cfg["port"])
+        for job in prom["scrape_configs"]
+        for cfg in job.get("dns_sd_configs", [])
+        for name in cfg["names"]
+    }
+    assert sd == ports
+    mounts = _bind_mounts(services["prometheus"])
+    assert ("./deploy/prometheus.yml", "/etc/prometheus/prometheus.yml", "ro") in mounts
+
+
+def test_grafana_provisioning_points_at_the_mounted_dashboard_and_prometheus(
+    compose: dict[str, Any],
+) -> None:
+    """The provisioned datasource is the compose Prometheus; the provider path is the mount."""
+    grafana_mounts = {src: tgt for src, tgt, _ in _bind_mounts(compose["services"]["grafana"])}
+    provisioning = DEPLOY / "grafana" / "provisioning"
+    provider = load_yaml(provisioning / "dashboards" / "relaybus.yml")["providers"][0]
+    assert provider["options"]["path"] == grafana_mounts["./deploy/grafana/dashboards"]
+    assert grafana_mounts["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
+    datasource = load_yaml(provisioning / "datasources" / "prometheus.yml")["datasources"][0]
+    assert datasource["url"] == "http://prometheus:9090"
+    dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "relaybus.json").read_text())
+    uids = {
+        str(t["datasource"]["uid"]) for p in dashboard["panels"] for t in p["targets"]
+    } | {str(p["datasource"]["uid"]) for p in dashboard["panels"]}
+    assert uids == {datasource["uid"]}
+
+
+def test_dockerfile_is_multistage_slim_non_root_with_readyz_healthcheck() -> None:
+    """The image: slim Python stages, a non-root user, a /readyz health check."""
+    text = (ROOT / "Dockerfile").read_text()
+    bases = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    assert len(bases) >= 2
+    assert all(re.fullmatch(r"python:3\.\d+-slim", b) for b in bases)
+    final = text.rsplit("\nFROM ", 1)[1]
+    users = re.findall(r"^USER\s+(\S+)", final, re.M)
+    assert users and users[-1] not in ("root", "0")
+    assert "COPY --from=build" in final
+    assert "\nHEALTHCHECK " in final
+    assert "/readyz" in final.split("\nHEALTHCHECK ", 1)[1].split("\n\n")[0]
+
+
+def test_dockerfile_copies_only_files_that_exist_and_are_not_ignored() -> None:
+    """Every COPY source exists and is not excluded by .dockerignore."""
+    text = (ROOT / "Dockerfile").read_text()
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".git", ".venv", ".env", "tests"} <= ignored
+    for line in re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.M):
+        for source in line.split()[:-1]:
+            assert (ROOT / source).exists(), source
+            assert source.rstrip("/") not in ignored, source
