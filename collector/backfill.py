@@ -1,0 +1,49 @@
+"""Backfill rules for a transcript seen for the first time.
+
+A file modified within ``backfill_max_age_hours`` publishes its last ``backfill_events``
+publishable events (so a watch has history); an older one is only registered: its offset
+is committed at the end of its last complete line and nothing is published. From then on
+every appended line is published exactly once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SCAN_CHUNK = 64 * 1024
+
+
+def wants_history(mtime: float, now: float, *, max_age_hours: float, events: int) -> bool:
+    return events > 0 and now - mtime <= max_age_hours * 3600
+
+
+def last_line_end(path: Path, size: int) -> int:
+    """Offset just past the last ``\\n`` within the first ``size`` bytes (0 if none)."""
+    with open(path, "rb") as f:
+        pos = size
+        while pos > 0:
+            start = max(0, pos - SCAN_CHUNK)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            k = chunk.rfind(b"\n")
+            if k >= 0:
+                return start + k + 1
+            pos = start
+    return 0
+
+
+def offset_value(end: int, dev: int, ino: int) -> str:
+    """The committed value stored in ``{ns}:offsets:<host>``."""
+    return f"{end}:{dev}:{ino}"
+
+
+def parse_offset(value: str) -> tuple[int, int, int] | None:
+    """``(offset, dev, ino)`` of a committed value, or ``None`` if absent or unreadable."""
+    parts = value.split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        off, dev, ino = (int(p) for p in parts)
+    except ValueError:
+        return None
+    return (off, dev, ino) if off >= 0 else None

@@ -1,0 +1,358 @@
+"""What the collector does on each wake-up: sync files, live processes and timers.
+
+One :class:`Engine` per collector, driven by one task (see ``collector.service``). It owns
+the file cursors; every write goes through the :class:`~collector.publisher.Publisher`.
+Refusals (:class:`~shared.appendlog.EpochChanged`) and connection errors propagate to the
+driver, which resets or backs off; an :class:`~shared.appendlog.OffsetConflict` is settled
+here by adopting the committed offset, so nothing is published twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from collector import backfill, procfiles
+from collector.metrics import CollectorMetrics
+from collector.paths import TranscriptPath, classify
+from collector.publisher import Publisher, now_ms
+from collector.sessions import (
+    BatchPlan,
+    LineFacts,
+    Projection,
+    SessionState,
+    end_events,
+    turn_event,
+    turn_hash,
+)
+from collector.tailer import FileTail, Line, Status, probe
+from shared.appendlog import AppendBatch, OffsetConflict, OutEvent
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Stop adding lines to a batch once it holds about this many raw bytes.
+BATCH_MAX_BYTES = 4 * 1024 * 1024
+#: Lines read to find a legacy sub-agent file's parent session id.
+SID_PROBE_LINES = 50
+
+
+@dataclass(slots=True)
+class FileEntry:
+    tp: TranscriptPath
+    tail: FileTail
+    committed: str
+    sid: str | None
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        publisher: Publisher,
+        metrics: CollectorMetrics,
+        projection: Projection,
+    ) -> None:
+        self.settings = settings
+        self.pub = publisher
+        self.metrics = metrics
+        self.projection = projection
+        self.root = settings.claude_dir
+        self.projects = settings.claude_dir / "projects"
+        self.sessions_dir = settings.claude_dir / "sessions"
+        self.files: dict[str, FileEntry] = {}
+        self.live_pids: dict[str, int] = {}
+        self.idle_ms = int(settings.session_idle_minutes * 60_000)
+        self.backstop_ms = int(settings.turn_backstop_seconds * 1000)
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Adopt the epoch, reload live sessions, then sync everything under backfill rules."""
+        epoch = await self.pub.open_epoch()
+        found = await self.pub.load_live_sessions()
+        log.info("collector %s on epoch %s (%d live sessions)", self.pub.host, epoch, found)
+        await self.sync_processes()
+        await self.sync_all(initial=True)
+
+    def reset(self) -> None:
+        """Forget everything: Redis lost its data; the next :meth:`start` backfills again."""
+        self.files.clear()
+        self.live_pids.clear()
+        self.pub.forget_sessions()
+
+    async def sync_all(self, *, initial: bool = False) -> None:
+        """The safety-net rescan: every transcript on disk, plus files that vanished."""
+        seen: set[str] = set()
+        for path in self._walk():
+            tp = classify(self.root, path)
+            if tp is not None:
+                seen.add(tp.key)
+                await self.sync_path(path, initial=initial)
+        for key in [k for k in self.files if k not in seen]:
+            await self.sync_path(self.root / key)
+        self._gauges()
+
+    def _walk(self) -> list[Path]:
+        out: list[Path] = []
+        for dirpath, _dirs, names in os.walk(self.projects):
+            out.extend(Path(dirpath, n) for n in names if n.endswith(".jsonl"))
+        out.sort()
+        return out
+
+    def _gauges(self) -> None:
+        self.metrics.files_watched.set(len(self.files))
+        self.metrics.file_lag.set(sum(e.tail.lag_bytes for e in self.files.values()))
+        self.metrics.sessions_live.set(sum(1 for s in self.pub.sessions.values() if s.live))
+
+    # --- files ----------------------------------------------------------------------
+
+    async def sync_path(self, path: Path, *, initial: bool = False) -> None:
+        tp = classify(self.root, path)
+        if tp is None:
+            return
+        entry = self.files.get(tp.key)
+        if entry is None:
+            entry = await self._open(path, tp, initial=initial)
+            if entry is None:
+                return
+            self.files[tp.key] = entry
+        await self._drain(entry)
+
+    async def _open(self, path: Path, tp: TranscriptPath, *, initial: bool) -> FileEntry | None:
+        p = probe(path)
+        if p is None or p.identity is None:
+            return None
+        committed = await self.pub.committed(tp.key)
+        entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
+        if entry.sid is None:
+            entry.sid = self._resolve_sid(entry)
+        parsed = backfill.parse_offset(committed)
+        if parsed is not None and parsed[2] == p.identity.ino:
+            entry.tail.offset = parsed[0]
+            log.info("file %s: resuming at offset %d", tp.key, parsed[0])
+        elif initial or parsed is not None:
+            await self._backfill(entry, p.size, p.mtime)
+        else:
+            log.info("file %s: new, publishing from the start", tp.key)
+        return entry
+
+    def _resolve_sid(self, entry: FileEntry) -> str | None:
+        """A legacy ``agent-*.jsonl`` sibling: its parent session from its records."""
+        probe_tail = FileTail(entry.tail.path, entry.tail.identity, 0)
+        for line in probe_tail.read(
+            max_lines=SID_PROBE_LINES, max_bytes=BATCH_MAX_BYTES, max_line_bytes=1 << 20
+        ):
+            if line.raw is not None:
+                sid = self.projection.project_line(line.raw).session_id
+                if sid:
+                    return sid
+        return None
+
+    async def _backfill(self, entry: FileEntry, size: int, mtime: float) -> None:
+        s = self.settings
+        tail, key = entry.tail, entry.tp.key
+        end = backfill.last_line_end(tail.path, size)
+        ident = tail.identity
+        if entry.sid is None or not backfill.wants_history(
+            mtime, time.time(), max_age_hours=s.backfill_max_age_hours, events=s.backfill_events
+        ):
+            value = backfill.offset_value(end, ident.dev, ident.ino)
+            batch = AppendBatch(entry.sid or "", [], key, entry.committed, value)
+            await self.pub.append(batch)
+            tail.commit(end)
+            entry.committed = value
+            log.info("file %s: registered at offset %d (no backfill)", key, end)
+            return
+        state = await self.pub.session(entry.sid)
+        plan = self._plan(state, collapse=True, agent_id=entry.tp.agent_id)
+        read = 0
+        try:
+            while tail.offset < end:
+                lines = tail.read(
+                    max_lines=10_000, max_bytes=BATCH_MAX_BYTES, max_line_bytes=s.max_line_bytes
+                )
+                if not lines:
+                    break
+                projected = self._project(lines)
+                plan.prime(projected)
+                for p in projected:
+                    plan.line(p)
+                read += len(lines)
+                tail.offset = lines[-1].end
+            plan.finish()
+            value = backfill.offset_value(tail.offset, ident.dev, ident.ino)
+            batch = AppendBatch(
+                entry.sid, plan.events, key, entry.committed, value, plan.hash, plan.activity_ms
+            )
+            await self.pub.append(batch)
+        except BaseException:
+            tail.offset = 0
+            raise
+        self.pub.sessions[entry.sid] = plan.state
+        entry.committed = value
+        self.metrics.lines_published.inc(len(plan.events))
+        log.info(
+            "file %s: backfilled %d events of %d lines into session %s",
+            key, len(plan.events), read, entry.sid,
+        )
+
+    async def _drain(self, entry: FileEntry) -> None:
+        tail, key = entry.tail, entry.tp.key
+        while True:
+            pr = tail.check()
+            if pr.status is Status.MISSING:
+                log.info("file %s: gone", key)
+                del self.files[key]
+                return
+            if pr.status is not Status.SAME and pr.identity is not None:
+                if pr.status is Status.REPLACED:
+                    log.info("file %s: replaced (new inode), reading from the start", key)
+                else:
+                    log.warning("file %s: truncated to %d < %d, reading from the start",
+                                key, pr.size, tail.offset)
+                tail.reset(pr.identity, 0)
+            if not tail.has_unread:
+                return
+            if entry.sid is None:
+                entry.sid = self._resolve_sid(entry)
+                if entry.sid is None:
+                    return
+            lines = tail.read(
+                max_lines=self.settings.batch_max_lines,
+                max_bytes=BATCH_MAX_BYTES,
+                max_line_bytes=self.settings.max_line_bytes,
+            )
+            if not lines:
+                return
+            await self._publish(entry, entry.sid, lines)
+
+    async def _publish(self, entry: FileEntry, sid: str, lines: list[Line]) -> None:
+        projected = self._project(lines)
+        plan = self._plan(await self.pub.session(sid), agent_id=entry.tp.agent_id)
+        plan.prime(projected)
+        for p in projected:
+            plan.line(p)
+        plan.finish()
+        ident = entry.tail.identity
+        value = backfill.offset_value(lines[-1].end, ident.dev, ident.ino)
+        batch = AppendBatch(
+            sid, plan.events, entry.tp.key, entry.committed, value, plan.hash, plan.activity_ms
+        )
+        try:
+            await self.pub.append(batch)
+        except OffsetConflict as exc:
+            self._adopt(entry, exc.committed)
+            return
+        self.pub.sessions[sid] = plan.state
+        entry.tail.commit(lines[-1].end)
+        entry.committed = value
+        self.metrics.batch_lines.observe(len(lines))
+        self.metrics.lines_published.inc(plan.published)
+
+    def _adopt(self, entry: FileEntry, committed: str) -> None:
+        """Someone (our own earlier self, whose reply was lost) committed already."""
+        parsed = backfill.parse_offset(committed)
+        ident = entry.tail.identity
+        log.info("file %s: committed offset is %s, adopting it", entry.tp.key, committed or "none")
+        entry.committed = committed
+        if parsed is not None and parsed[2] == ident.ino:
+            entry.tail.reset(ident, parsed[0])
+        self.pub.forget_sessions()
+
+    def _project(self, lines: list[Line]) -> list[LineFacts]:
+        proj, s, m = self.projection, self.settings, self.metrics
+        out: list[LineFacts] = []
+        nbytes = 0
+        for line in lines:
+            nbytes += line.size + 1
+            if line.raw is None:
+                p = proj.oversize_line(line.size)
+            else:
+                p = proj.project_line(line.raw, data_max_bytes=s.data_max_bytes)
+            if p.malformed:
+                m.lines_malformed.inc()
+            if not p.publish:
+                m.lines_dropped.labels(p.drop_reason or "unpublished").inc()
+            out.append(p)
+        m.lines_read.inc(len(lines))
+        m.bytes_read.inc(nbytes)
+        return out
+
+    def _plan(
+        self, state: SessionState, *, collapse: bool = False, agent_id: str | None = None
+    ) -> BatchPlan:
+        return BatchPlan(
+            state,
+            host=self.pub.host,
+            now_ms=now_ms(),
+            idle_ms=self.idle_ms,
+            title_event=self.projection.title_event,
+            collapse=collapse,
+            keep_events=self.settings.backfill_events,
+            agent_id=agent_id,
+        )
+
+    # --- live processes and timers --------------------------------------------------
+
+    async def sync_processes(self) -> None:
+        """Start/refresh sessions with a live ``claude`` process; end those whose process exited."""
+        live = procfiles.scan(self.sessions_dir)
+        now = now_ms()
+        for sid, info in live.items():
+            state = (await self.pub.session(sid)).clone()
+            events: list[OutEvent] = []
+            h: dict[str, str] = {}
+            if state.pid != info.pid:
+                state.pid = info.pid
+                h["pid"] = str(info.pid)
+            if not state.live:
+                plan = self._plan(state)
+                plan.state.cwd = plan.state.cwd or info.cwd
+                plan.state.entrypoint = plan.state.entrypoint or (info.entrypoint or "")
+                plan.start_now()
+                state, events = plan.state, plan.events
+                h.update(plan.hash)
+                log.info("session %s: live process %d", sid, info.pid)
+            change = state.turn.on_live(info.status, info.waiting_for, now)
+            if change is not None:
+                events.append(turn_event(sid, change))
+                h.update(turn_hash(change))
+            if events or h:
+                await self.pub.commit_session(state, events, h, activity_ms=now if events else None)
+            self.live_pids[sid] = info.pid
+        for sid in [s for s in self.live_pids if s not in live]:
+            state = (await self.pub.session(sid)).clone()
+            state.turn.on_live(None, None, now)
+            events, h = [], {}
+            if state.live:
+                events, h = end_events(state, reason="exit", now_ms=now)
+                log.info("session %s: process %d exited, session ended", sid, self.live_pids[sid])
+            state.pid = None
+            h["pid"] = ""
+            await self.pub.commit_session(state, events, h)
+            del self.live_pids[sid]
+
+    async def tick(self) -> None:
+        """Timers: the turn backstop, and idle sessions without a live process."""
+        now = now_ms()
+        for sid in list(self.pub.sessions):
+            state = self.pub.sessions[sid].clone()
+            events: list[OutEvent] = []
+            h: dict[str, str] = {}
+            change = state.turn.on_tick(now, self.backstop_ms)
+            if change is not None:
+                events.append(turn_event(sid, change))
+                h.update(turn_hash(change))
+            idle_for = now - state.turn.last_activity_ms
+            if state.live and sid not in self.live_pids and idle_for >= self.idle_ms:
+                ended, eh = end_events(state, reason="idle", now_ms=now)
+                events += ended
+                h.update(eh)
+                log.info("session %s: idle for %d s, session ended", sid, idle_for // 1000)
+            if events:
+                await self.pub.commit_session(state, events, h)
+        self._gauges()

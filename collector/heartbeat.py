@@ -1,0 +1,45 @@
+"""The host heartbeat: ``{ns}:host:<host>`` JSON with a TTL, refreshed every TTL/3."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+
+import orjson
+import redis.asyncio as aioredis
+
+from shared import __version__
+from shared.keys import Keys
+
+CAPABILITIES: list[str] = []
+
+
+def heartbeat_value(host: str, started_at_ms: int, capabilities: list[str]) -> bytes:
+    return orjson.dumps(
+        {
+            "host": host,
+            "version": __version__,
+            "capabilities": capabilities,
+            "pid": os.getpid(),
+            "startedAt": started_at_ms,
+        }
+    )
+
+
+async def beat(
+    client: aioredis.Redis,
+    keys: Keys,
+    host: str,
+    ttl_s: int,
+    stop: asyncio.Event,
+    *,
+    capabilities: list[str] | None = None,
+) -> None:
+    """Refresh the heartbeat until ``stop``; Redis errors propagate to the supervisor."""
+    value = heartbeat_value(host, int(time.time() * 1000), capabilities or CAPABILITIES)
+    while not stop.is_set():
+        await client.set(keys.host(host), value, ex=ttl_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), ttl_s / 3)

@@ -1,0 +1,70 @@
+"""Collector metrics (names fixed in docs/architecture.md), on an injected registry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger(__name__)
+P = "relaybus_collector_"
+
+
+class CollectorMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.lines_read = Counter(f"{P}lines_read_total", "Complete lines read", registry=registry)
+        self.lines_published = Counter(
+            f"{P}lines_published_total", "Lines published as session events", registry=registry
+        )
+        self.lines_dropped = Counter(
+            f"{P}lines_dropped_total", "Lines not published, by reason", ["reason"], registry=registry
+        )
+        self.lines_malformed = Counter(
+            f"{P}lines_malformed_total", "Lines that are not valid JSON/UTF-8", registry=registry
+        )
+        self.bytes_read = Counter(f"{P}bytes_read_total", "Transcript bytes read", registry=registry)
+        self.batch_lines = Histogram(
+            f"{P}append_batch_lines",
+            "Lines per append batch",
+            buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+            registry=registry,
+        )
+        self.append_latency = Histogram(
+            f"{P}append_latency_seconds",
+            "Duration of one atomic append",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5),
+            registry=registry,
+        )
+        self.file_lag = Gauge(
+            f"{P}file_lag_bytes", "Bytes on disk not yet published, all files", registry=registry
+        )
+        self.redis_errors = Counter(
+            f"{P}redis_errors_total", "Redis connection errors and timeouts", registry=registry
+        )
+        self.files_watched = Gauge(f"{P}files_watched", "Transcripts tracked", registry=registry)
+        self.sessions_live = Gauge(f"{P}sessions_live", "Sessions started, not ended", registry=registry)
+        self.commands = Counter(
+            f"{P}commands_total", "Commands executed", ["type", "outcome"], registry=registry
+        )
+        self.task_crashes = Counter(
+            f"{P}task_crashes_total", "Supervised task crashes, by task", ["task"], registry=registry
+        )
+
+
+@contextmanager
+def metrics_server(registry: CollectorRegistry, port: int) -> Iterator[int]:
+    """Serve ``/metrics`` on ``port`` (0 = off) for the duration of the block; yields the port."""
+    if port == 0:
+        yield 0
+        return
+    server, thread = start_http_server(port, registry=registry)
+    log.info("metrics on :%d/metrics", port)
+    try:
+        yield port
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -1,0 +1,50 @@
+"""Map a transcript path to the session it belongs to.
+
+Layout (``<claude>`` = ``settings.claude_dir``):
+
+* ``<claude>/projects/<enc>/<sid>.jsonl`` — a main session transcript;
+* ``<claude>/projects/<enc>/<sid>/subagents/agent-<id>.jsonl`` — a sub-agent of ``<sid>``;
+* ``<claude>/projects/<enc>/agent-<id>.jsonl`` — a legacy sub-agent sibling whose parent
+  session is only known from its records' ``sessionId``.
+
+Sub-agent lines belong to the parent session's stream; they never form sessions of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+AGENT_PREFIX = "agent-"
+SUFFIX = ".jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptPath:
+    """Where a transcript's lines go. ``session_id`` is ``None`` until read from the records."""
+
+    key: str
+    session_id: str | None
+    agent_id: str | None
+
+
+def classify(claude_dir: Path, path: Path) -> TranscriptPath | None:
+    """The session/agent of a transcript path, or ``None`` when it is not a transcript."""
+    try:
+        rel = path.relative_to(claude_dir)
+    except ValueError:
+        return None
+    parts = rel.parts
+    if len(parts) < 3 or parts[0] != "projects" or not path.name.endswith(SUFFIX):
+        return None
+    key = rel.as_posix()
+    stem = path.name[: -len(SUFFIX)]
+    if not stem:
+        return None
+    if len(parts) == 3:
+        if stem.startswith(AGENT_PREFIX):
+            return TranscriptPath(key, None, stem[len(AGENT_PREFIX) :] or None)
+        return TranscriptPath(key, stem, None)
+    if len(parts) == 5 and parts[3] == "subagents" and stem.startswith(AGENT_PREFIX):
+        return TranscriptPath(key, parts[2], stem[len(AGENT_PREFIX) :] or None)
+    return None

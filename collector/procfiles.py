@@ -1,0 +1,86 @@
+"""Claude Code's live-process files: ``<claude>/sessions/<pid>.json``.
+
+Each running ``claude`` writes one, with at least ``pid``, ``sessionId`` and ``cwd``
+(newer versions add ``status`` and ``waitingFor``). Parsed tolerantly: anything missing
+or malformed makes the file be ignored, never an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+log = logging.getLogger(__name__)
+MAX_FILE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LiveProcess:
+    pid: int
+    session_id: str
+    cwd: str
+    status: str | None
+    waiting_for: str | None
+    entrypoint: str | None
+
+
+def parse(raw: bytes) -> LiveProcess | None:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    pid, sid = obj.get("pid"), obj.get("sessionId")
+    if isinstance(pid, str) and pid.isdigit():
+        pid = int(pid)
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    if not isinstance(sid, str) or not sid:
+        return None
+    return LiveProcess(
+        pid=pid,
+        session_id=sid,
+        cwd=_str(obj.get("cwd")) or "",
+        status=_str(obj.get("status")),
+        waiting_for=_str(obj.get("waitingFor")),
+        entrypoint=_str(obj.get("entrypoint")),
+    )
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def scan(sessions_dir: Path) -> dict[str, LiveProcess]:
+    """Live processes by session id: files that parse and whose pid is alive."""
+    found: dict[str, LiveProcess] = {}
+    try:
+        entries = list(os.scandir(sessions_dir))
+    except FileNotFoundError:
+        return found
+    for entry in entries:
+        if not entry.name.endswith(".json"):
+            continue
+        try:
+            with open(entry.path, "rb") as f:
+                info = parse(f.read(MAX_FILE_BYTES))
+        except OSError:
+            continue
+        if info is not None and pid_alive(info.pid):
+            found[info.session_id] = info
+    return found

@@ -1,0 +1,171 @@
+"""The collector process: engine, watcher, rescan and heartbeat as supervised tasks.
+
+``serve(settings, stop)`` runs until ``stop`` is set, then stops reading, lets the batch
+in flight finish (every batch commits its own offset atomically) and returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+import redis.exceptions
+from prometheus_client import CollectorRegistry
+
+from collector.engine import Engine
+from collector.heartbeat import beat
+from collector.metrics import CollectorMetrics, metrics_server
+from collector.publisher import Publisher
+from collector.watcher import Wake, rescan, watch
+from shared import projection
+from shared.appendlog import EpochChanged
+from shared.keys import Keys
+from shared.redis_conn import connect
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+TICK_S = 1.0
+RESCAN_S = 2.0
+SHUTDOWN_S = 5.0
+
+
+class Backoff:
+    """Jittered exponential delays for reconnecting."""
+
+    def __init__(self, first_s: float = 0.05, max_s: float = 5.0) -> None:
+        self.first_s, self.max_s, self.n = first_s, max_s, 0
+
+    def next(self) -> float:
+        delay = min(self.max_s, self.first_s * 2**self.n)
+        self.n += 1
+        return float(delay * random.uniform(0.5, 1.0))
+
+    def reset(self) -> None:
+        self.n = 0
+
+
+async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def drive(engine: Engine, wake: Wake, stop: asyncio.Event, metrics: CollectorMetrics) -> None:
+    """The engine loop: sync what changed, run timers, survive Redis outages and data loss."""
+    loop = asyncio.get_running_loop()
+    need_start, down, backoff, next_tick = True, False, Backoff(), 0.0
+    while not stop.is_set():
+        try:
+            if need_start:
+                wake.take()
+                await engine.start()
+                need_start = False
+            else:
+                paths, processes, full = wake.take()
+                if full:
+                    await engine.sync_all()
+                for path in sorted(paths):
+                    if stop.is_set():
+                        break
+                    await engine.sync_path(path)
+                if processes:
+                    await engine.sync_processes()
+            if loop.time() >= next_tick:
+                if await engine.pub.epoch_changed():
+                    raise EpochChanged("")
+                await engine.sync_processes()
+                await engine.tick()
+                next_tick = loop.time() + TICK_S
+            if down:
+                log.info("redis is reachable again, catching up")
+                down = False
+            backoff.reset()
+        except EpochChanged:
+            log.warning("redis lost its data (epoch changed): new epoch, backfilling recent history")
+            engine.reset()
+            need_start = True
+            continue
+        except REDIS_ERRORS as exc:
+            metrics.redis_errors.inc()
+            if not down:
+                log.warning("redis unavailable (%s); holding, the files are the buffer", exc)
+                down = True
+            engine.pub.forget_sessions()
+            wake.request_rescan()
+            await sleep_unless(stop, backoff.next())
+            continue
+        await wake.wait(max(0.0, next_tick - loop.time()))
+
+
+async def supervise(
+    name: str,
+    factory: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    metrics: CollectorMetrics,
+) -> None:
+    """Run a task until it returns or ``stop``; a crash is logged, counted and restarted."""
+    backoff = Backoff(0.5, 30.0)
+    while not stop.is_set():
+        try:
+            await factory()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            metrics.task_crashes.labels(name).inc()
+            delay = backoff.next()
+            log.exception("task %s crashed; restarting in %.1f s", name, delay)
+            await sleep_unless(stop, delay)
+
+
+async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) -> None:
+    keys = Keys(settings.namespace)
+    while not stop.is_set():
+        try:
+            await beat(client, keys, settings.host_id, settings.heartbeat_ttl_s, stop)
+        except REDIS_ERRORS:
+            await sleep_unless(stop, 1.0)
+    with contextlib.suppress(*REDIS_ERRORS):
+        await asyncio.wait_for(client.delete(keys.host(settings.host_id)), 1.0)
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Run one collector until ``stop`` is set."""
+    for sub in ("projects", "sessions"):
+        (settings.claude_dir / sub).mkdir(parents=True, exist_ok=True)
+    registry = CollectorRegistry()
+    metrics = CollectorMetrics(registry)
+    client = connect(settings)
+    wake = Wake(settings.claude_dir)
+    engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
+    dirs = [settings.claude_dir / "projects", settings.claude_dir / "sessions"]
+    jobs: dict[str, Callable[[], Awaitable[None]]] = {
+        "engine": lambda: drive(engine, wake, stop, metrics),
+        "watcher": lambda: watch(wake, dirs, stop, step_ms=settings.watch_step_ms),
+        "rescan": lambda: rescan(wake, stop, interval_s=RESCAN_S),
+        "heartbeat": lambda: heartbeat(client, settings, stop),
+    }
+    log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
+    try:
+        with metrics_server(registry, settings.collector_metrics_port):
+            tasks = {
+                asyncio.create_task(supervise(n, f, stop, metrics), name=f"collector-{n}")
+                for n, f in jobs.items()
+            }
+            try:
+                await stop.wait()
+                _done, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_S)
+                for t in pending:
+                    t.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+            finally:
+                for t in tasks:
+                    t.cancel()
+    finally:
+        await client.aclose()
+        log.info("collector %s stopped", settings.host_id)

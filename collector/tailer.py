@@ -1,0 +1,174 @@
+"""Read complete lines of one transcript from its committed offset.
+
+The cursor never moves by itself: :meth:`FileTail.read` returns lines with their end
+offsets and the caller :meth:`FileTail.commit`s the end of the last line it published.
+A partial last line waits for its newline. A line longer than ``max_line_bytes`` is never
+held in memory whole: it is skipped through in chunks and returned as an oversize
+:class:`Line` (``raw is None``) carrying its size.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+CHUNK_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    dev: int
+    ino: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Identity:
+        return cls(st.st_dev, st.st_ino)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One complete line without its newline; ``raw`` is ``None`` above the size cap."""
+
+    raw: bytes | None
+    size: int
+    end: int
+
+
+class Status(enum.Enum):
+    SAME = "same"
+    MISSING = "missing"
+    REPLACED = "replaced"
+    TRUNCATED = "truncated"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    status: Status
+    size: int = 0
+    identity: Identity | None = None
+    mtime: float = 0.0
+
+
+def probe(path: Path) -> Probe | None:
+    """Stat a path: ``None`` when it does not exist (or is not a regular file)."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return Probe(Status.SAME, st.st_size, Identity.of(st), st.st_mtime)
+
+
+class FileTail:
+    """The read cursor of one file: its identity and the committed offset."""
+
+    def __init__(self, path: Path, identity: Identity, offset: int) -> None:
+        self.path = path
+        self.identity = identity
+        self.offset = offset
+        self.size = offset
+        # An oversize line being skipped: (its start offset, bytes scanned so far without \n).
+        self._skip: tuple[int, int] | None = None
+
+    def check(self) -> Probe:
+        """Compare the file on disk with the cursor (the caller decides what to do)."""
+        p = probe(self.path)
+        if p is None:
+            return Probe(Status.MISSING)
+        self.size = p.size
+        if p.identity != self.identity:
+            return Probe(Status.REPLACED, p.size, p.identity, p.mtime)
+        if p.size < self.offset:
+            return Probe(Status.TRUNCATED, p.size, p.identity, p.mtime)
+        return p
+
+    def reset(self, identity: Identity, offset: int = 0) -> None:
+        """Start over (truncation or a new inode at the same path)."""
+        self.identity = identity
+        self.offset = offset
+        self._skip = None
+
+    @property
+    def has_unread(self) -> bool:
+        if self._skip is not None and self._skip[0] == self.offset:
+            return self.size > self._skip[1]
+        return self.size > self.offset
+
+    @property
+    def lag_bytes(self) -> int:
+        return max(0, self.size - self.offset)
+
+    def commit(self, end: int) -> None:
+        self.offset = end
+        if self._skip is not None and self._skip[0] < end:
+            self._skip = None
+
+    def read(self, *, max_lines: int, max_bytes: int, max_line_bytes: int) -> list[Line]:
+        """Complete lines from the committed offset, up to ``max_lines``/about ``max_bytes``."""
+        lines: list[Line] = []
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed in finally, loop needs it open
+        except FileNotFoundError:
+            return lines
+        try:
+            if Identity.of(os.fstat(f.fileno())) != self.identity:
+                return lines  # replaced between check() and open(): the next check sees it
+            base = self.offset
+            buf = b""
+            i = 0
+            total = 0
+            if self._skip is not None and self._skip[0] == base:
+                found = self._skip_through(f, base, self._skip[1])
+                if found is None:
+                    return lines
+                lines.append(found)
+                total += 1
+                base = found.end
+            f.seek(base)
+            while len(lines) < max_lines and total < max_bytes:
+                nl = buf.find(b"\n", i)
+                if nl >= 0:
+                    n = nl - i
+                    raw = None if n > max_line_bytes else buf[i:nl]
+                    lines.append(Line(raw, n, base + nl + 1))
+                    total += n + 1 if raw is not None else 1
+                    i = nl + 1
+                    continue
+                if len(buf) - i > max_line_bytes:
+                    found = self._skip_through(f, base + i, base + len(buf))
+                    if found is None:
+                        break
+                    lines.append(found)
+                    total += 1
+                    base, buf, i = found.end, b"", 0
+                    f.seek(base)
+                    continue
+                data = f.read(CHUNK_BYTES)
+                if not data:
+                    break
+                base += i
+                buf = buf[i:] + data
+                i = 0
+        finally:
+            f.close()
+        return lines
+
+    def _skip_through(self, f: BinaryIO, start: int, scanned: int) -> Line | None:
+        """Scan an oversize line for its newline without keeping its bytes."""
+        f.seek(scanned)
+        while True:
+            data = f.read(CHUNK_BYTES)
+            if not data:
+                self._skip = (start, scanned)
+                return None
+            k = data.find(b"\n")
+            if k >= 0:
+                end = scanned + k + 1
+                self._skip = None
+                return Line(None, end - 1 - start, end)
+            scanned += len(data)
