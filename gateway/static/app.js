@@ -1,0 +1,433 @@
+// Boot, routing, sign-in and the protocol handlers that tie store, connection and views.
+
+import { ChatView } from "./chatView.js";
+import { Connection, newId } from "./connection.js";
+import { renderList } from "./listView.js";
+import { Store } from "./store.js";
+import { errorText, formatElapsed } from "./toolDisplay.js";
+
+const TOKEN_KEY = "relaybus.token";
+const CAPABILITIES = ["session_subscriptions", "turn_status_observe"];
+const USER_TYPES = new Set(["user", "text", "message"]);
+
+const $ = (sel) => document.querySelector(sel);
+const store = new Store();
+const requests = new Map(); // requestId -> {kind, ...}
+let link = { welcomed: false, resumed: false, gapReset: false }; // per connection
+
+// ---- token ---------------------------------------------------------------------------
+
+function takeTokenFromUrl() {
+  const url = new URL(location.href);
+  const t = url.searchParams.get("token");
+  if (t === null) return;
+  if (t) localStorage.setItem(TOKEN_KEY, t);
+  url.searchParams.delete("token");
+  history.replaceState(history.state, "", `${url.pathname}${url.search}${url.hash}`);
+}
+
+const token = () => localStorage.getItem(TOKEN_KEY) ?? "";
+
+// ---- views ---------------------------------------------------------------------------
+
+function toast(text) {
+  const el = document.createElement("div");
+  el.className = "toast";
+  el.setAttribute("role", "alert");
+  el.textContent = text;
+  $("#toasts").append(el);
+  setTimeout(() => el.remove(), 6000);
+}
+
+const chatView = new ChatView($("#chat-view"), {
+  onStop: stopTurn,
+  onSend: sendPrompt,
+  onDecision: decide,
+  onDismiss: (p) => {
+    const chat = store.chat;
+    if (!chat) return;
+    chat.pending = chat.pending.filter((x) => x !== p);
+    chatView.drawPending(chat.pending);
+  },
+});
+
+let listQueued = false;
+function drawList() {
+  if (listQueued) return;
+  listQueued = true;
+  requestAnimationFrame(() => {
+    listQueued = false;
+    if (!store.listed) return;
+    renderList($("#sessions"), $("#empty"), store.sorted(), Date.now(), (e, sid) => {
+      e.preventDefault();
+      location.hash = `#/s/${encodeURIComponent(sid)}`;
+    });
+    $("#list-loading").hidden = true;
+  });
+}
+
+function sessionInfo(sid) {
+  return store.sessions.get(sid) ?? { id: sid };
+}
+
+function drawTurn() {
+  const chat = store.chat;
+  if (chat) chatView.turn(sessionInfo(chat.sessionId), store.interruptUnavailable.has(chat.sessionId));
+}
+
+function showSignin(message) {
+  $("#signin").hidden = false;
+  $("#signin-msg").textContent = message ?? "";
+  $("#list-view").hidden = true;
+  chatView.hide();
+}
+
+// ---- connection ----------------------------------------------------------------------
+
+function hello() {
+  const frame = { type: "hello", capabilities: CAPABILITIES };
+  if (token()) frame.token = token();
+  link = { welcomed: false, resumed: false, gapReset: false };
+  if (store.epoch) {
+    frame.epoch = store.epoch;
+    frame.lastSeqId = store.lastSeqId;
+    link.resumed = true;
+  }
+  return frame;
+}
+
+function showStatus(s) {
+  const el = $("#conn");
+  document.body.dataset.conn = s.state;
+  if (s.state === "unauthorized") {
+    el.hidden = true;
+    showSignin(token() ? "That token was not accepted." : "This server needs a token.");
+    return;
+  }
+  el.hidden = s.state === "open" || (s.state === "connecting" && !store.epoch);
+  if (s.state === "waiting") {
+    $("#conn-text").textContent = `Connection lost. Retrying in ${formatElapsed(s.retryInMs + 999)}…`;
+  } else if (s.state === "connecting") {
+    $("#conn-text").textContent = "Reconnecting…";
+  }
+}
+
+const conn = new Connection({
+  url: () => {
+    const u = new URL("ws", location.href);
+    u.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    return u.href;
+  },
+  hello,
+  onMessage: handle,
+  onStatus: showStatus,
+});
+
+function watch(sid, sinceSeqId) {
+  const frame = { type: "watch_session", requestId: newId("w"), traceId: newId("t"), sessionId: sid };
+  if (sinceSeqId > 0) frame.sinceSeqId = sinceSeqId;
+  requests.set(frame.requestId, { kind: "watch", sid });
+  conn.send(frame);
+}
+
+/** Request to the server with a tracked requestId; false (and a toast) when offline. */
+function request(frame, meta) {
+  const requestId = newId(frame.type.slice(0, 3));
+  const ok = conn.send({ ...frame, requestId, traceId: newId("t") });
+  if (ok) requests.set(requestId, meta);
+  else toast("You're offline; try again when the connection is back.");
+  return ok;
+}
+
+// ---- protocol handlers ---------------------------------------------------------------
+
+function handle(msg) {
+  switch (msg.type) {
+    case "welcome":
+      return onWelcome(msg);
+    case "sessions":
+      store.setSessions(msg.sessions);
+      store.noteSeq(msg.seqId);
+      drawList();
+      if (store.chat) chatView.header(sessionInfo(store.chat.sessionId));
+      return drawTurn();
+    case "session_started":
+      store.noteSeq(msg.seqId);
+      store.upsert(msg.sessionId, {
+        cwd: msg.cwd,
+        entrypoint: msg.entrypoint,
+        host: msg.host,
+        title: msg.title || undefined,
+        startedAt: msg.startedAt,
+        lastActivity: Math.max(Number(sessionInfo(msg.sessionId).lastActivity) || 0, Number(msg.startedAt) || 0) || undefined,
+        live: true,
+      });
+      return drawList();
+    case "session_ended":
+      store.noteSeq(msg.seqId);
+      store.upsert(msg.sessionId, { live: false });
+      drawList();
+      if (store.chat?.sessionId === msg.sessionId) chatView.header(sessionInfo(msg.sessionId));
+      return undefined;
+    case "turn_status":
+      store.noteSeq(msg.seqId);
+      store.applyTurnStatus(msg);
+      drawList();
+      if (store.chat?.sessionId === msg.sessionId) drawTurn();
+      return undefined;
+    case "session_event":
+      return onSessionEvent(msg);
+    case "permission_request":
+      return onPermission(msg);
+    case "permission_resolved":
+      return onResolved(msg);
+    case "gap_detected":
+      return onGap(msg);
+    case "prompt_sent":
+      return onPromptSent(msg);
+    case "interrupt_ack":
+      return onInterruptAck(msg);
+    case "error":
+      return onError(msg);
+    default:
+      if (msg.requestId) requests.delete(msg.requestId); // acks we need nothing from
+      return undefined; // open union: unknown messages are ignored
+  }
+}
+
+function onWelcome(msg) {
+  conn.markHealthy();
+  const epochChanged = store.epoch !== null && msg.epoch !== store.epoch;
+  store.epoch = msg.epoch ?? null;
+  if (epochChanged) {
+    store.lastSeqId = 0;
+    if (store.chat && !link.gapReset) resetChat({ reason: "epoch" });
+  }
+  if (!link.resumed || epochChanged) store.noteSeq(msg.seqId);
+  link.welcomed = true;
+  conn.send({ type: "list_sessions", requestId: newId("l") });
+  if (store.chat) watch(store.chat.sessionId, store.chat.lastSeqId);
+}
+
+function resetChat(gap) {
+  const chat = store.chat;
+  chat.resetWithGap(gap);
+  link.gapReset = true;
+  chatView.renderAll(chat.items);
+}
+
+function onGap(msg) {
+  const chat = store.chat;
+  if (msg.sessionId && chat?.sessionId !== msg.sessionId) return;
+  if (!msg.sessionId && msg.reason === "epoch") store.lastSeqId = 0;
+  if (!chat) return;
+  if (!msg.sessionId && link.gapReset) return; // already reloaded on this connection
+  resetChat(msg);
+  if (link.welcomed) watch(chat.sessionId, 0);
+}
+
+function textOf(blocks) {
+  return blocks.filter((b) => b?.kind === "text").map((b) => String(b.text ?? ""));
+}
+
+function onSessionEvent(msg) {
+  const chat = store.chat;
+  if (!chat || msg.sessionId !== chat.sessionId) return;
+  const ev = msg.event && typeof msg.event === "object" ? msg.event : { type: "unknown" };
+  if (ev.type === "ai-title" && typeof ev.title === "string" && ev.title.trim()) {
+    store.upsert(chat.sessionId, { title: ev.title });
+    chatView.header(sessionInfo(chat.sessionId));
+    drawList();
+  }
+  const item = { kind: "event", seqId: msg.seqId, event: ev };
+  const res = chat.add(item);
+  if (!res.added) return;
+  if (USER_TYPES.has(ev.type) && Array.isArray(ev.blocks) && !ev.sidechain) {
+    const texts = textOf(ev.blocks);
+    const now = Date.now();
+    const echo = chat.matchEcho(texts.join("\n"), now) ?? texts.map((t) => chat.matchEcho(t, now)).find(Boolean);
+    if (echo) chatView.drawPending(chat.pending);
+  }
+  if (res.inOrder) chatView.append(item, res.trimmedBelow);
+  else chatView.renderAll(chat.items);
+}
+
+function onPermission(msg) {
+  const chat = store.chat;
+  if (!chat || msg.sessionId !== chat.sessionId || !msg.requestKey) return;
+  const prior = chat.permissions.get(msg.requestKey);
+  if (prior) return;
+  const item = {
+    kind: "permission",
+    seqId: msg.seqId,
+    requestKey: msg.requestKey,
+    toolUseId: msg.toolUseId,
+    name: msg.name,
+    input: msg.input,
+    edit: msg.edit,
+    expiresAt: msg.expiresAt,
+    status: Number(msg.expiresAt) && msg.expiresAt < Date.now() ? "expired" : "pending",
+    statusText: "Expired",
+  };
+  const res = chat.add(item);
+  if (!res.added) return;
+  chat.permissions.set(msg.requestKey, item);
+  if (res.inOrder) chatView.append(item, res.trimmedBelow);
+  else chatView.renderAll(chat.items);
+}
+
+const DECISION_WORDS = { approve: "Approved", approved: "Approved", allow: "Approved", reject: "Rejected", rejected: "Rejected", deny: "Rejected", expired: "Expired", timeout: "Expired" };
+
+function onResolved(msg) {
+  const item = store.chat?.permissions.get(msg.requestKey);
+  if (!item) return;
+  item.status = "resolved";
+  item.statusText = DECISION_WORDS[msg.decision] ?? `Resolved: ${msg.decision ?? "unknown"}`;
+  chatView.updatePermission(item);
+}
+
+function decide(item, decision) {
+  const chat = store.chat;
+  if (!chat) return;
+  const type = decision === "approve" ? "accept_diff" : "reject_diff";
+  item.status = "sending";
+  chatView.updatePermission(item);
+  const ok = request(
+    { type, sessionId: chat.sessionId, requestKey: item.requestKey },
+    { kind: "decision", item },
+  );
+  if (!ok) {
+    item.status = "pending";
+    chatView.updatePermission(item);
+  }
+}
+
+function sendPrompt(text) {
+  const chat = store.chat;
+  if (!chat) return;
+  const requestId = newId("p");
+  const p = chat.addPending(requestId, text, Date.now());
+  const sent = conn.send({ type: "prompt", requestId, traceId: newId("t"), sessionId: chat.sessionId, message: text });
+  if (sent) requests.set(requestId, { kind: "prompt", pending: p });
+  else Object.assign(p, { status: "failed", error: "You're offline." });
+  chatView.input.value = "";
+  chatView.drawPending(chat.pending);
+}
+
+function onPromptSent(msg) {
+  const req = requests.get(msg.requestId);
+  requests.delete(msg.requestId);
+  if (req?.kind !== "prompt" || req.pending.status !== "sending") return;
+  req.pending.status = "sent";
+  if (store.chat) chatView.drawPending(store.chat.pending);
+}
+
+function stopTurn() {
+  const chat = store.chat;
+  if (chat) request({ type: "interrupt_request", sessionId: chat.sessionId }, { kind: "interrupt", sid: chat.sessionId });
+}
+
+function onInterruptAck(msg) {
+  const req = requests.get(msg.requestId);
+  requests.delete(msg.requestId);
+  if (msg.ok) return toast("Stop requested.");
+  if (msg.errorCode === "interrupt_unavailable") {
+    store.interruptUnavailable.add(req?.sid ?? store.chat?.sessionId);
+    drawTurn();
+  }
+  toast(errorText(msg.errorCode, msg.message));
+  return undefined;
+}
+
+function onError(msg) {
+  if (msg.code === "unauthorized") {
+    conn.stop();
+    showSignin(token() ? "That token was not accepted." : "This server needs a token.");
+    return;
+  }
+  const req = msg.requestId ? requests.get(msg.requestId) : undefined;
+  if (msg.requestId) requests.delete(msg.requestId);
+  const words = errorText(msg.code, msg.message);
+  if (req?.kind === "prompt") {
+    Object.assign(req.pending, { status: "failed", error: words });
+    if (store.chat) chatView.drawPending(store.chat.pending);
+    return;
+  }
+  if (req?.kind === "decision") {
+    req.item.status = "pending";
+    chatView.updatePermission(req.item);
+  }
+  toast(words);
+}
+
+// ---- routing -------------------------------------------------------------------------
+
+function route() {
+  const m = /^#\/s\/(.+)$/.exec(location.hash);
+  const sid = m ? decodeURIComponent(m[1]) : null;
+  const cur = store.chat?.sessionId ?? null;
+  if (cur && cur !== sid) {
+    conn.send({ type: "unwatch_session", requestId: newId("u"), sessionId: cur });
+    store.closeChat();
+  }
+  if (!sid) {
+    chatView.hide();
+    $("#list-view").hidden = false;
+    document.title = "relaybus";
+    drawList();
+    return;
+  }
+  $("#list-view").hidden = true;
+  if (cur === sid) return;
+  store.openChat(sid);
+  chatView.show(sessionInfo(sid));
+  drawTurn();
+  if (link.welcomed) watch(sid, 0);
+}
+
+function boot() {
+  takeTokenFromUrl();
+  $("#signin-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    localStorage.setItem(TOKEN_KEY, $("#token").value.trim());
+    $("#token").value = "";
+    $("#signin").hidden = true;
+    route();
+    conn.stop();
+    conn.start();
+  });
+  $("#signout").addEventListener("click", () => {
+    localStorage.removeItem(TOKEN_KEY);
+    conn.stop();
+    showSignin("Signed out.");
+  });
+  $("#retry").addEventListener("click", () => conn.retryNow());
+  $("#back").addEventListener("click", () => {
+    location.hash = "#/";
+  });
+  window.addEventListener("hashchange", route);
+  window.addEventListener("online", () => conn.retryNow());
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") conn.retryNow();
+  });
+  setInterval(() => {
+    if (!$("#list-view").hidden) drawList();
+    expirePermissions();
+  }, 15_000);
+  route();
+  conn.start();
+  if ("serviceWorker" in navigator) navigator.serviceWorker.register("sw.js").catch(() => {});
+}
+
+function expirePermissions() {
+  const chat = store.chat;
+  if (!chat) return;
+  for (const item of chat.permissions.values()) {
+    if (item.status === "pending" && Number(item.expiresAt) && item.expiresAt < Date.now()) {
+      Object.assign(item, { status: "expired", statusText: "Expired" });
+      chatView.updatePermission(item);
+    }
+  }
+}
+
+boot();

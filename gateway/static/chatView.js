@@ -1,0 +1,115 @@
+// The open session's screen: header, working indicator + Stop, messages, optimistic
+// prompt echoes and the composer. State lives in store.js; this only draws it.
+
+import { h } from "./dom.js";
+import { Indicator } from "./indicator.js";
+import { ChatRenderer } from "./render.js";
+import { sessionTitle } from "./toolDisplay.js";
+
+const STICK_PX = 80;
+
+export class ChatView {
+  /** @param {{onStop: Function, onSend: Function, onDecision: Function, onDismiss: Function}} hooks */
+  constructor(root, hooks) {
+    this.root = root;
+    this.hooks = hooks;
+    this.title = root.querySelector("#chat-title");
+    this.sub = root.querySelector("#chat-sub");
+    this.scroller = root.querySelector("#scroller");
+    this.pendingEl = root.querySelector("#pending");
+    this.stop = root.querySelector("#stop");
+    this.form = root.querySelector("#composer");
+    this.input = root.querySelector("#prompt");
+    this.indicator = new Indicator(root.querySelector("#indicator"));
+    this.renderer = new ChatRenderer(root.querySelector("#messages"), {
+      onDecision: (item, d) => hooks.onDecision(item, d),
+    });
+    this.stop.addEventListener("click", () => hooks.onStop());
+    this.form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const text = this.input.value;
+      if (text.trim()) hooks.onSend(text);
+    });
+    this.input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) this.form.requestSubmit();
+    });
+  }
+
+  nearBottom() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < STICK_PX;
+  }
+
+  /** Run a DOM change and keep the view pinned to the bottom if it was there. */
+  keepPinned(change) {
+    const pinned = this.nearBottom();
+    change();
+    if (pinned) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  show(info) {
+    this.root.hidden = false;
+    this.header(info);
+    this.renderer.reset();
+    this.pendingEl.replaceChildren();
+    this.input.value = "";
+  }
+
+  hide() {
+    this.root.hidden = true;
+    this.indicator.clear();
+  }
+
+  header(info) {
+    this.title.textContent = sessionTitle(info);
+    const ended = info.live === false || info.ended ? " · ended" : "";
+    this.sub.textContent = [info.host, info.cwd].filter(Boolean).join(" · ") + ended;
+    document.title = `${sessionTitle(info)} · relaybus`;
+  }
+
+  /** Working indicator and Stop button from the session's turn state. */
+  turn(info, stopDisabled) {
+    this.indicator.set(info.state, info.since, info.waitingFor);
+    this.stop.hidden = info.state !== "working";
+    this.stop.disabled = stopDisabled;
+    this.stop.title = stopDisabled ? "Stopping isn't supported for this session" : "Stop this turn";
+  }
+
+  renderAll(items) {
+    this.keepPinned(() => this.renderer.renderAll(items));
+  }
+
+  append(item, trimmedBelow) {
+    this.keepPinned(() => {
+      this.renderer.append(item);
+      if (trimmedBelow !== null) this.renderer.trim(trimmedBelow);
+    });
+  }
+
+  updatePermission(item) {
+    this.renderer.updatePermission(item);
+  }
+
+  /** Redraw the optimistic prompt echoes (few, so a full redraw is fine). */
+  drawPending(pending) {
+    this.keepPinned(() =>
+      this.pendingEl.replaceChildren(
+        ...pending.map((p) =>
+          h(
+            "div",
+            { class: `item user echo ${p.status}`, dataset: { pendingId: p.id } },
+            h("div", { class: "bubble user" }, p.text),
+            h(
+              "div",
+              { class: "echo-status" },
+              p.status === "failed" ? `Not sent: ${p.error}` : p.status === "sent" ? "Sent" : "Sending…",
+              p.status === "failed"
+                ? h("button", { class: "link", onclick: () => this.hooks.onDismiss(p) }, "Dismiss")
+                : null,
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+}

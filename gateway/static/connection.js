@@ -1,0 +1,119 @@
+// The WebSocket: connect, hello, reconnect with jittered backoff. It knows nothing about
+// sessions; app.js builds the hello (lastSeqId/epoch) and handles every message.
+
+const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 15000];
+export const CLOSE_UNAUTHORIZED = 4401;
+
+let counter = 0;
+
+/** Short unique ids for requestId / traceId. */
+export function newId(prefix) {
+  counter += 1;
+  return `${prefix}-${Date.now().toString(36)}-${counter.toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+}
+
+export class Connection {
+  /**
+   * @param {{url: () => string, hello: () => object, onMessage: (m: object) => void,
+   *          onStatus: (s: {state: string, retryInMs?: number}) => void}} opts
+   */
+  constructor(opts) {
+    this.opts = opts;
+    this.ws = null;
+    this.attempt = 0;
+    this.timer = null;
+    this.stopped = true;
+  }
+
+  start() {
+    this.stopped = false;
+    if (!this.ws) this.open();
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = null;
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) ws.close(1000, "bye");
+  }
+
+  get connected() {
+    return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** Reconnect now (network came back, user tapped retry) unless already connected. */
+  retryNow() {
+    if (this.stopped || this.connected) return;
+    clearTimeout(this.timer);
+    this.timer = null;
+    if (this.ws) {
+      const ws = this.ws;
+      this.ws = null;
+      ws.close();
+    }
+    this.open();
+  }
+
+  /** The server accepted us (welcome): reset the backoff. */
+  markHealthy() {
+    this.attempt = 0;
+  }
+
+  /** Send a frame; returns false when not connected. */
+  send(frame) {
+    if (!this.connected) return false;
+    this.ws.send(JSON.stringify(frame));
+    return true;
+  }
+
+  open() {
+    this.opts.onStatus({ state: "connecting" });
+    let ws;
+    try {
+      ws = new WebSocket(this.opts.url());
+    } catch {
+      this.schedule();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => {
+      if (this.ws !== ws) return;
+      ws.send(JSON.stringify(this.opts.hello()));
+      this.opts.onStatus({ state: "open" });
+    };
+    ws.onmessage = (e) => {
+      if (this.ws !== ws) return;
+      let msg;
+      try {
+        msg = JSON.parse(e.data);
+      } catch {
+        return; // not JSON: ignore, never crash
+      }
+      if (msg && typeof msg === "object") this.opts.onMessage(msg);
+    };
+    ws.onclose = (e) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (e.code === CLOSE_UNAUTHORIZED) {
+        this.stopped = true;
+        this.opts.onStatus({ state: "unauthorized" });
+        return;
+      }
+      if (!this.stopped) this.schedule();
+    };
+  }
+
+  schedule() {
+    const base = BACKOFF_MS[Math.min(this.attempt, BACKOFF_MS.length - 1)];
+    this.attempt += 1;
+    const delay = Math.round(base * (0.8 + Math.random() * 0.4));
+    this.opts.onStatus({ state: "waiting", retryInMs: delay });
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      if (!this.stopped) this.open();
+    }, delay);
+  }
+}

@@ -1,0 +1,274 @@
+// Chat rendering: typed blocks -> DOM. Renders `blocks`; never reads `event.data` except
+// through legacy.js when blocks are absent (the documented rollout fallback).
+
+import { h, prettyJson } from "./dom.js";
+import { legacyBlocks } from "./legacy.js";
+import {
+  diffRows,
+  formatBytes,
+  formatEditDelta,
+  isAgentTool,
+  toolLabel,
+} from "./toolDisplay.js";
+
+const USER_TYPES = new Set(["user", "text", "message"]);
+const KNOWN_TYPES = new Set([...USER_TYPES, "assistant", "tool_use", "tool_result", "thinking"]);
+
+function alignOf(type) {
+  if (USER_TYPES.has(type)) return "user";
+  if (type === "assistant" || type === "tool_use" || type === "thinking") return "assistant";
+  return "neutral";
+}
+
+/** A coloured diff of edit hunks plus "Added N lines, removed M lines". */
+export function diffView(edit) {
+  const rows = diffRows(edit).map((r) =>
+    h(
+      "div",
+      { class: `drow ${r.kind}` },
+      h("span", { class: "ln" }, r.oldNo ?? ""),
+      h("span", { class: "ln" }, r.newNo ?? ""),
+      h("span", { class: "sign" }, { add: "+", del: "-", ctx: " ", hunk: "" }[r.kind]),
+      h("span", { class: "code" }, r.text),
+    ),
+  );
+  return h(
+    "div",
+    { class: "edit" },
+    h("div", { class: "delta" }, formatEditDelta(edit)),
+    rows.length ? h("div", { class: "diff" }, rows) : null,
+  );
+}
+
+function resultView(block) {
+  const err = block.isError === true;
+  const parts = [];
+  if (block.edit && typeof block.edit === "object") parts.push(diffView(block.edit));
+  const text = typeof block.text === "string" ? block.text : "";
+  if (err) {
+    parts.push(h("div", { class: "err-label" }, "Error"), h("pre", { class: "out" }, text));
+  } else if (text) {
+    const n = Number.isFinite(block.numLines) ? block.numLines : text.split("\n").length;
+    parts.push(
+      h(
+        "details",
+        { class: "output" },
+        h("summary", {}, `Output · ${n} ${n === 1 ? "line" : "lines"}`),
+        h("pre", { class: "out" }, text),
+      ),
+    );
+  } else if (!parts.length) {
+    parts.push(h("div", { class: "muted" }, "Done"));
+  }
+  return h("div", { class: `result${err ? " error" : ""}` }, parts);
+}
+
+function neutral(label, text) {
+  return h(
+    "div",
+    { class: "neutral" },
+    h("span", { class: "tag" }, label),
+    text ? h("span", { class: "ntext" }, text) : null,
+  );
+}
+
+export class ChatRenderer {
+  /** @param {HTMLElement} list  @param {{onDecision: Function}} hooks */
+  constructor(list, hooks) {
+    this.list = list;
+    this.hooks = hooks;
+    this.reset();
+  }
+
+  reset() {
+    this.list.replaceChildren();
+    this.toolRows = new Map(); // toolUseId -> row element
+    this.agentRows = []; // Task/Agent rows, in order
+    this.groups = new Map(); // agentId -> group body element
+    this.cards = new Map(); // requestKey -> permission card
+  }
+
+  renderAll(items) {
+    this.reset();
+    for (const item of items) this.append(item);
+  }
+
+  /** Drop DOM nodes of items below `minSeq` (the store trimmed them). */
+  trim(minSeq) {
+    for (const el of this.list.querySelectorAll("[data-seq]")) {
+      if (Number(el.dataset.seq) < minSeq) el.remove();
+    }
+  }
+
+  append(item) {
+    let node = null;
+    if (item.kind === "gap") node = this.gapNode(item);
+    else if (item.kind === "permission") node = this.permissionNode(item);
+    else node = this.eventNode(item);
+    if (!node) return;
+    const sidechain = item.kind === "event" && item.event?.sidechain === true;
+    (sidechain ? this.groupFor(item.event.agentId) : this.list).append(node);
+  }
+
+  gapNode(item) {
+    const g = item.gap;
+    const range = g.fromSeqId && g.toSeqId ? ` (${g.fromSeqId}–${g.toSeqId})` : "";
+    const why = g.reason ? `, reason: ${g.reason}` : "";
+    return h(
+      "div",
+      { class: "gap", role: "status", dataset: { seq: item.seqId } },
+      `Some events could not be delivered${range}${why}. The session was reloaded.`,
+    );
+  }
+
+  eventNode(item) {
+    const ev = item.event ?? {};
+    const type = typeof ev.type === "string" ? ev.type : "unknown";
+    if (type === "ai-title") return null;
+    const blocks = Array.isArray(ev.blocks) ? ev.blocks : legacyBlocks(ev);
+    const wrap = h("div", { class: `item ${alignOf(type)}`, dataset: { seq: item.seqId, type } });
+    if (!blocks || (!blocks.length && !KNOWN_TYPES.has(type))) {
+      const label = KNOWN_TYPES.has(type) ? `(event type: ${type})` : `(unknown event type: ${type})`;
+      wrap.append(neutral(label, ""));
+      return wrap;
+    }
+    for (const block of blocks) {
+      const node = this.blockNode(block, alignOf(type));
+      if (node) wrap.append(node);
+    }
+    return wrap.childElementCount ? wrap : null;
+  }
+
+  blockNode(block, align) {
+    if (!block || typeof block !== "object") return neutral("(empty block)", "");
+    switch (block.kind) {
+      case "text": {
+        const text = String(block.text ?? "");
+        return text.trim() ? h("div", { class: `bubble ${align}` }, text) : null;
+      }
+      case "thinking":
+        return h(
+          "details",
+          { class: "thinking" },
+          h("summary", {}, "Thinking"),
+          h("div", { class: "ttext" }, String(block.text ?? "")),
+        );
+      case "tool":
+        return this.toolRow(block);
+      case "tool_result":
+        return this.attachResult(block);
+      case "image":
+        return h(
+          "div",
+          { class: "image-ph" },
+          `Image · ${block.mediaType || "unknown type"} · ${formatBytes(block.bytes)}`,
+        );
+      case "notification":
+        return neutral(block.source ? `Notice · ${block.source}` : "Notice", String(block.text ?? ""));
+      default: {
+        const text = block.text ?? block.label ?? block.name ?? "";
+        return neutral(`(${String(block.kind ?? "unknown")} block)`, String(text));
+      }
+    }
+  }
+
+  toolRow(block) {
+    const name = typeof block.name === "string" ? block.name : "Tool";
+    const row = h(
+      "div",
+      { class: "tool pending", dataset: { toolUseId: block.toolUseId ?? "", name } },
+      h(
+        "div",
+        { class: "thead" },
+        h("span", { class: "status", "aria-hidden": "true" }),
+        h("span", { class: "label" }, toolLabel(name, block.input)),
+      ),
+      h(
+        "details",
+        { class: "input", open: true },
+        h("summary", {}, "Input"),
+        h("pre", {}, prettyJson(block.input ?? {})),
+      ),
+    );
+    if (block.toolUseId) this.toolRows.set(block.toolUseId, row);
+    if (isAgentTool(name)) this.agentRows.push({ row, agentId: null });
+    return row;
+  }
+
+  attachResult(block) {
+    const row = this.toolRows.get(block.toolUseId);
+    const view = resultView(block);
+    if (!row) return h("div", { class: "tool orphan" }, h("div", { class: "thead" }, "Tool result"), view);
+    row.querySelector(":scope > .result")?.remove();
+    row.classList.remove("pending");
+    row.classList.add(block.isError ? "failed" : "done");
+    const input = row.querySelector(":scope > details.input");
+    if (input) input.open = false;
+    const group = row.querySelector(":scope > .agent-group");
+    row.insertBefore(view, group);
+    return null;
+  }
+
+  /** Sidechain events go under their Task row (first pending agent row without a group). */
+  groupFor(agentId) {
+    const key = agentId ?? "_";
+    const known = this.groups.get(key);
+    if (known) return known;
+    const free = this.agentRows.filter((r) => r.agentId === null);
+    const slot = free.find((r) => r.row.classList.contains("pending")) ?? free.at(-1);
+    const body = h("div", { class: "agent-body" });
+    const group = h(
+      "details",
+      { class: "agent-group", open: true },
+      h("summary", {}, agentId ? `Sub-agent ${agentId}` : "Sub-agent"),
+      body,
+    );
+    if (slot) {
+      slot.agentId = key;
+      slot.row.append(group);
+    } else {
+      this.list.append(h("div", { class: "item neutral" }, group));
+    }
+    this.groups.set(key, body);
+    return body;
+  }
+
+  permissionNode(item) {
+    const card = h("div", { class: "permission", dataset: { seq: item.seqId, key: item.requestKey } });
+    this.cards.set(item.requestKey, card);
+    this.fillPermission(card, item);
+    return card;
+  }
+
+  /** Re-render a permission card after a decision, resolution or expiry. */
+  updatePermission(item) {
+    const card = this.cards.get(item.requestKey);
+    if (card) this.fillPermission(card, item);
+  }
+
+  fillPermission(card, item) {
+    const open = item.status === "pending" || item.status === "sending";
+    const buttons = open
+      ? h(
+          "div",
+          { class: "actions" },
+          h(
+            "button",
+            { class: "approve", disabled: item.status === "sending", onclick: () => this.hooks.onDecision(item, "approve") },
+            "Approve",
+          ),
+          h(
+            "button",
+            { class: "reject", disabled: item.status === "sending", onclick: () => this.hooks.onDecision(item, "reject") },
+            "Reject",
+          ),
+        )
+      : h("div", { class: `decision ${item.status}` }, item.statusText ?? item.status);
+    card.replaceChildren(
+      h("div", { class: "ptitle" }, "Permission needed: ", h("b", {}, toolLabel(item.name, item.input))),
+      item.edit && typeof item.edit === "object" ? diffView(item.edit) : null,
+      h("details", { class: "input" }, h("summary", {}, "Input"), h("pre", {}, prettyJson(item.input ?? {}))),
+      buttons,
+    );
+  }
+}
