@@ -1,0 +1,189 @@
+"""Claude Code records -> rule-table key, display text and blocks (used by ``projection``).
+
+``classify`` names what a record is (``user/prompt``, ``system/turn_duration``, …) so that
+:data:`shared.projection.RULES` can decide about it; ``build_blocks`` projects a record
+that is published; ``add_extras`` adds the additive event fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.blocks import Block, Cutter, content_blocks
+
+#: Assistant stop reasons that end a turn (``tool_use`` and ``pause_turn`` do not).
+TERMINAL_STOPS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
+INTERRUPT_PREFIX = "[Request interrupted by user"
+SUMMARY_MAX_CHARS = 200
+
+
+def message_content(rec: dict[str, Any]) -> Any:
+    message = rec.get("message")
+    return message.get("content") if isinstance(message, dict) else None
+
+
+def classify(rtype: str, rec: dict[str, Any]) -> tuple[str, str | None]:
+    """The table key of a record, and its display text where the key implies one."""
+    if rtype == "user":
+        return _classify_user(rec)
+    if rtype == "assistant":
+        message = rec.get("message")
+        stop = message.get("stop_reason") if isinstance(message, dict) else None
+        return ("assistant/terminal" if stop in TERMINAL_STOPS else "assistant"), None
+    if rtype == "system":
+        subtype = rec.get("subtype")
+        return (f"system/{subtype}" if isinstance(subtype, str) else rtype), None
+    if rtype == "attachment":
+        attachment = rec.get("attachment")
+        kind = attachment.get("type") if isinstance(attachment, dict) else None
+        return (f"attachment/{kind}" if isinstance(kind, str) else rtype), None
+    return rtype, None
+
+
+def _classify_user(rec: dict[str, Any]) -> tuple[str, str | None]:
+    if rec.get("isMeta") is True:
+        return "user/meta", None
+    if rec.get("isCompactSummary") is True:
+        return "user/compact-summary", None
+    content = message_content(rec)
+    text: str | None = None
+    has_result = False
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        other = False
+        for item in content:
+            if isinstance(item, dict):
+                itype = item.get("type")
+                if itype == "tool_result":
+                    has_result = True
+                elif itype == "text" and text is None and isinstance(item.get("text"), str):
+                    text = item["text"]
+                else:
+                    other = True
+        if text is None:
+            if has_result:
+                return "user/tool-result", None
+            return ("user/prompt" if other else "user/other"), None
+    if text is None:
+        return "user/other", None
+    if text.startswith("<"):
+        if text.startswith(("<command-name>", "<command-message>")):
+            command = _command_text(text)
+            return ("user/command" if " " in command else "user/bare-command"), command
+        if text.startswith(("<local-command-stdout>", "<local-command-stderr>")):
+            return "user/command-output", _untag(text)
+        if text.startswith("<local-command-caveat>"):
+            return "user/caveat", None
+        if text.startswith("<bash-input>"):
+            return "user/bash", "! " + _untag(text)
+        if text.startswith(("<bash-stdout>", "<bash-stderr>")):
+            return "user/bash-output", _untag(text)
+    elif text.startswith(INTERRUPT_PREFIX):
+        return "user/interrupt", None
+    # Text beside a tool_result (hook output, feedback) does not start a turn.
+    return ("user/tool-result", None) if has_result else ("user/prompt", text)
+
+
+def _tag(text: str, name: str) -> str | None:
+    start = text.find(f"<{name}>")
+    if start < 0:
+        return None
+    start += len(name) + 2
+    end = text.find(f"</{name}>", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _command_text(text: str) -> str:
+    """``<command-name>/x</command-name>…<command-args>a</command-args>`` -> ``/x a``."""
+    name = (_tag(text, "command-name") or _tag(text, "command-message") or "").strip()
+    args = (_tag(text, "command-args") or "").strip()
+    return f"{name} {args}" if args else name
+
+
+def _untag(text: str) -> str:
+    """The contents of the leading ``<tag>…</tag>`` wrappers, joined by newlines."""
+    parts: list[str] = []
+    rest = text.strip()
+    while rest.startswith("<"):
+        close = rest.find(">")
+        if close < 0:
+            break
+        name = rest[1:close]
+        end = rest.find(f"</{name}>", close)
+        if end < 0:
+            parts.append(rest[close + 1 :])
+            rest = ""
+            break
+        inner = rest[close + 1 : end].strip()
+        if inner:
+            parts.append(inner)
+        rest = rest[end + len(name) + 3 :].lstrip()
+    if rest:
+        parts.append(rest)
+    return "\n".join(parts)
+
+
+def build_blocks(
+    key: str, rtype: str, rec: dict[str, Any], text: str | None, cutter: Cutter
+) -> list[Block]:
+    """The blocks of a published record."""
+    if rtype == "user" or rtype == "assistant":
+        if key in _TEXT_KEYS and text is not None:
+            return [cutter.text_block("text", text)]
+        return content_blocks(message_content(rec), cutter, rec.get("toolUseResult"))
+    if rtype == "system":
+        content = rec.get("content")
+        if not isinstance(content, str) or not content:
+            return []
+        if content.startswith("<"):
+            content = _command_text(content) if "<command-name>" in content else _untag(content)
+        return [cutter.text_block("text", content)]
+    if key == "attachment/queued_command":
+        return _queued_command(rec["attachment"], cutter)
+    return []
+
+
+_TEXT_KEYS = frozenset(
+    {"user/command", "user/bare-command", "user/command-output", "user/bash", "user/bash-output"}
+)
+
+
+def _queued_command(attachment: dict[str, Any], cutter: Cutter) -> list[Block]:
+    """A task/monitor notification -> a ``notification`` block; a queued prompt -> its blocks."""
+    mode = attachment.get("commandMode")
+    prompt = attachment.get("prompt")
+    if mode == "prompt":
+        return content_blocks(prompt, cutter)
+    if isinstance(prompt, list):
+        parts = [p["text"] for p in prompt if _has_text(p)]
+        prompt = "\n".join(parts)
+    if not isinstance(prompt, str):
+        prompt = ""
+    block = cutter.text_block("notification", prompt)
+    block["source"] = mode if isinstance(mode, str) else "queued-command"
+    summary = _tag(prompt, "summary")
+    if summary is not None:
+        block["summary"] = summary.strip()[:SUMMARY_MAX_CHARS]
+    return [block]
+
+
+def _has_text(item: Any) -> bool:
+    return isinstance(item, dict) and isinstance(item.get("text"), str)
+
+
+def add_extras(key: str, rtype: str, rec: dict[str, Any], event: dict[str, Any]) -> None:
+    """Additive event fields a client may use without knowing the format."""
+    uuid = rec.get("uuid")
+    if isinstance(uuid, str):
+        event["uuid"] = uuid
+    if rtype == "assistant":
+        message = rec.get("message")
+        if isinstance(message, dict) and isinstance(message.get("id"), str):
+            event["messageId"] = message["id"]
+    elif rtype == "system":
+        subtype = rec.get("subtype")
+        if isinstance(subtype, str):
+            event["subtype"] = subtype
+    elif key == "user/compact-summary":
+        event["compactSummary"] = True
