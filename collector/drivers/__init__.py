@@ -1,0 +1,24 @@
+"""Drivers that act on a Claude Code session: ``headless`` (``claude -p``) and ``tmux``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class DriverError(Exception):
+    """A command could not be carried out; ``code`` is the protocol's error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class TurnHooks(Protocol):
+    """What the collector's turn tracking learns from commands."""
+
+    async def prompt_started(self, session_id: str, trace_id: str | None) -> None:
+        """A prompt sent through relaybus started a turn (``working``)."""
+
+    async def prompt_ended(self, session_id: str) -> None:
+        """The headless run of that prompt ended (``idle``)."""

@@ -1,0 +1,92 @@
+"""tmux driver: type into the pane where an interactive ``claude`` runs.
+
+The pane is found from the process tree: the process's ``TMUX`` variable names the
+server socket, ``list-panes -a`` gives every pane's shell pid, and the pane whose pid is
+an ancestor of the Claude process is the one. Prompts are typed with
+``send-keys -l <text>`` then ``Enter``; an interrupt is ``Escape``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from collector.drivers import DriverError
+from collector.drivers.live import ancestors, environ
+from shared.commands import BRIDGE_ERROR
+
+log = logging.getLogger(__name__)
+
+TMUX_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Pane:
+    socket: str
+    pane_id: str
+
+
+class TmuxError(Exception):
+    """A tmux command failed or timed out."""
+
+
+class TmuxDriver:
+    def __init__(self, tmux_bin: str = "tmux") -> None:
+        self._bin = tmux_bin
+
+    async def _tmux(self, socket: str | None, *args: str) -> str:
+        argv = [self._bin, *(["-S", socket] if socket else []), *args]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise TmuxError(f"cannot run {self._bin}: {exc}") from None
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), TMUX_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise TmuxError(f"tmux {args[0]} timed out") from None
+        if proc.returncode != 0:
+            raise TmuxError(f"tmux {args[0]}: {err.decode(errors='replace').strip()}")
+        return out.decode(errors="replace")
+
+    async def find_pane(self, pid: int) -> Pane | None:
+        """The tmux pane running ``pid``, or ``None`` when it runs outside tmux."""
+        tmux_var = environ(pid).get("TMUX", "")
+        socket = tmux_var.split(",", 1)[0] or None
+        try:
+            listing = await self._tmux(
+                socket, "list-panes", "-a", "-F", "#{pane_pid} #{pane_id} #{socket_path}"
+            )
+        except TmuxError as exc:
+            log.debug("no tmux pane for pid %d: %s", pid, exc)
+            return None
+        panes: dict[int, Pane] = {}
+        for line in listing.splitlines():
+            parts = line.split(" ", 2)
+            if len(parts) == 3 and parts[0].isdigit():
+                panes[int(parts[0])] = Pane(parts[2], parts[1])
+        for ancestor in ancestors(pid):
+            if ancestor in panes:
+                return panes[ancestor]
+        return None
+
+    async def prompt(self, pane: Pane, message: str) -> None:
+        """Type ``message`` literally, then Enter."""
+        try:
+            await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "-l", "--", message)
+            await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Enter")
+        except TmuxError as exc:
+            raise DriverError(BRIDGE_ERROR, str(exc)) from None
+
+    async def interrupt(self, pane: Pane) -> None:
+        try:
+            await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Escape")
+        except TmuxError as exc:
+            raise DriverError(BRIDGE_ERROR, str(exc)) from None

@@ -1,0 +1,244 @@
+"""Command and reply envelopes between gateways and collectors.
+
+A gateway XADDs a :class:`Command` to ``{ns}:cmd:<host>`` (consumer group ``collectors``);
+the host's collector executes it and XADDs a :class:`Reply` to ``{ns}:reply:<gatewayId>``;
+the gateway turns the reply into the client's frame with :func:`client_frame`. Both
+sides import this module, so the stream fields are defined once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from shared.keys import Keys
+
+PROMPT = "prompt"
+INTERRUPT = "interrupt_request"
+NEW_CONVERSATION = "new_conversation"
+COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
+#: Commands addressed to an existing (or reserved) session.
+SESSION_COMMANDS = frozenset({PROMPT, INTERRUPT})
+
+GROUP = "collectors"
+CMD_MAXLEN = 10_000
+REPLY_MAXLEN = 10_000
+REPLY_TTL_S = 3600
+#: How long a command id is remembered as executed (idempotency record).
+DONE_TTL_S = 7 * 86400
+#: How long a reserved new conversation waits for its first prompt.
+RESERVATION_TTL_S = 86400
+MAX_MESSAGE_CHARS = 100_000
+
+# Error codes. Gateway-side refusals are always ``error`` frames.
+FORBIDDEN = "forbidden"
+UNKNOWN_SESSION = "unknown_session"
+HOST_OFFLINE = "host_offline"
+TIMEOUT = "timeout"
+INVALID = "invalid_message"
+HOST_REQUIRED = "host_required"
+# Collector-side outcomes.
+PROMPTS_DISABLED = "prompts_disabled"
+CWD_NOT_ALLOWED = "cwd_not_allowed"
+CWD_NOT_FOUND = "cwd_not_found"
+BUSY = "busy"
+UNKNOWN_OUTCOME = "unknown_outcome"
+# interrupt_ack codes, exactly as the seed defines them.
+NO_ACTIVE_TURN = "no_active_turn"
+INTERRUPT_UNAVAILABLE = "interrupt_unavailable"
+BRIDGE_ERROR = "bridge_error"
+INTERRUPT_ACK_CODES = frozenset({NO_ACTIVE_TURN, INTERRUPT_UNAVAILABLE, BRIDGE_ERROR})
+GATEWAY_CODES = frozenset({FORBIDDEN, UNKNOWN_SESSION, HOST_OFFLINE, TIMEOUT, INVALID})
+
+
+class EnvelopeError(ValueError):
+    """A stream entry is not a well-formed command or reply."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _text(fields: Mapping[bytes, bytes], name: str, *, required: bool = True) -> str:
+    raw = fields.get(name.encode())
+    if raw is None:
+        if required:
+            raise EnvelopeError(f"missing field {name!r}")
+        return ""
+    return raw.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One routed command. ``deadline_ms`` is the gateway's wall clock when it gives up."""
+
+    id: str
+    type: str
+    session_id: str
+    gateway_id: str
+    deadline_ms: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None
+    trace_id: str | None = None
+
+    def fields(self) -> dict[str, bytes | str]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "sid": self.session_id,
+            "gw": self.gateway_id,
+            "deadline": str(self.deadline_ms),
+            "payload": orjson.dumps(self.payload),
+            "rid": self.request_id or "",
+            "trace": self.trace_id or "",
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[bytes, bytes]) -> Command:
+        try:
+            deadline = int(_text(fields, "deadline"))
+            payload = orjson.loads(fields.get(b"payload", b"{}"))
+        except (ValueError, orjson.JSONDecodeError) as exc:
+            raise EnvelopeError(str(exc)) from None
+        if not isinstance(payload, dict):
+            raise EnvelopeError("payload is not an object")
+        return cls(
+            id=_text(fields, "id"),
+            type=_text(fields, "type"),
+            session_id=_text(fields, "sid", required=False),
+            gateway_id=_text(fields, "gw"),
+            deadline_ms=deadline,
+            payload=payload,
+            request_id=_text(fields, "rid", required=False) or None,
+            trace_id=_text(fields, "trace", required=False) or None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A collector's answer: ``ok`` with ``data``, or an error ``code`` and ``message``."""
+
+    command_id: str
+    ok: bool
+    code: str | None = None
+    message: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failure(cls, command_id: str, code: str, message: str) -> Reply:
+        return cls(command_id, False, code, message)
+
+    def fields(self) -> dict[str, bytes | str]:
+        body = {"ok": self.ok, "code": self.code, "message": self.message, "data": self.data}
+        return {"id": self.command_id, "r": orjson.dumps(body)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[bytes, bytes]) -> Reply:
+        try:
+            body = orjson.loads(fields.get(b"r", b""))
+        except orjson.JSONDecodeError as exc:
+            raise EnvelopeError(str(exc)) from None
+        if not isinstance(body, dict):
+            raise EnvelopeError("reply body is not an object")
+        data = body.get("data")
+        return cls(
+            command_id=_text(fields, "id"),
+            ok=bool(body.get("ok")),
+            code=body.get("code") if isinstance(body.get("code"), str) else None,
+            message=body.get("message") if isinstance(body.get("message"), str) else None,
+            data=data if isinstance(data, dict) else {},
+        )
+
+
+def _with_ids(frame: dict[str, Any], request_id: str | None, trace_id: str | None) -> dict[str, Any]:
+    if request_id is not None:
+        frame["requestId"] = request_id
+    if trace_id:
+        frame["traceId"] = trace_id
+    return frame
+
+
+def refusal(
+    command_type: str,
+    code: str,
+    message: str,
+    *,
+    request_id: str | None = None,
+    trace_id: str | None = None,
+    session_id: str | None = None,
+) -> dict[str, Any]:
+    """The client frame for a failed command (without ``seqId``).
+
+    Gateway refusals are ``error`` frames; an interrupt's own outcome is an
+    ``interrupt_ack{ok:false}`` and a new conversation's a ``new_conversation_ack{ok:false}``.
+    """
+    frame: dict[str, Any]
+    if command_type == INTERRUPT and code in INTERRUPT_ACK_CODES:
+        frame = {"type": "interrupt_ack", "ok": False, "errorCode": code, "message": message}
+        if session_id:
+            frame["sessionId"] = session_id
+    elif command_type == NEW_CONVERSATION and code not in GATEWAY_CODES:
+        frame = {"type": "new_conversation_ack", "ok": False, "errorCode": code, "message": message}
+    else:
+        frame = {"type": "error", "code": code, "message": message}
+    return _with_ids(frame, request_id, trace_id)
+
+
+def client_frame(command: Command, reply: Reply) -> dict[str, Any]:
+    """The client frame answering ``command`` (without ``seqId``, which the gateway adds)."""
+    rid, trace = command.request_id, command.trace_id
+    if not reply.ok:
+        return refusal(
+            command.type,
+            reply.code or BRIDGE_ERROR,
+            reply.message or "command failed",
+            request_id=rid,
+            trace_id=trace,
+            session_id=command.session_id,
+        )
+    if command.type == PROMPT:
+        frame: dict[str, Any] = {
+            "type": "prompt_sent",
+            "message": command.payload.get("message", ""),
+            "sessionId": command.session_id,
+        }
+    elif command.type == INTERRUPT:
+        frame = {"type": "interrupt_ack", "ok": True, "sessionId": command.session_id}
+    else:
+        frame = {"type": "new_conversation_ack", "ok": True, **reply.data}
+    return _with_ids(frame, rid, trace)
+
+
+def done_key(keys: Keys, command_id: str) -> str:
+    """Idempotency record of one command: ``running`` then its reply body."""
+    return f"{keys.prefix}cmddone:{command_id}"
+
+
+def reservation_key(keys: Keys, sid: str) -> str:
+    """A new conversation reserved on a host before its transcript exists: hash host, cwd."""
+    return f"{keys.prefix}newconv:{sid}"
+
+
+async def ensure_group(client: aioredis.Redis, stream: str) -> None:
+    """Create the ``collectors`` group (and the stream) unless it exists; only BUSYGROUP is ignored."""
+    try:
+        await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    except ResponseError as exc:
+        if not str(exc).startswith("BUSYGROUP"):
+            raise
+
+
+async def session_route(client: aioredis.Redis, keys: Keys, sid: str) -> tuple[str, str] | None:
+    """``(host, cwd)`` of a known or reserved session, or ``None`` when there is none."""
+    host, cwd = await client.hmget(keys.session(sid), ["host", "cwd"])
+    if host is None:
+        host, cwd = await client.hmget(reservation_key(keys, sid), ["host", "cwd"])
+    if not isinstance(host, bytes):
+        return None
+    return host.decode(), cwd.decode() if isinstance(cwd, bytes) else ""
