@@ -1,0 +1,40 @@
+"""Transcript paths map to sessions; sub-agent files to their parent session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from collector.paths import TranscriptPath, classify
+
+ROOT = Path("/c")
+
+
+def test_main_transcript() -> None:
+    """projects/<enc>/<sid>.jsonl is session <sid>, keyed relative to the claude dir."""
+    got = classify(ROOT, ROOT / "projects/-home-x/abc-1.jsonl")
+    assert got == TranscriptPath("projects/-home-x/abc-1.jsonl", "abc-1", None)
+
+
+def test_subagent_transcript_belongs_to_its_parent() -> None:
+    """<sid>/subagents/agent-<id>.jsonl goes to <sid>, marked with the agent id."""
+    got = classify(ROOT, ROOT / "projects/-home-x/abc-1/subagents/agent-a28.jsonl")
+    assert got == TranscriptPath("projects/-home-x/abc-1/subagents/agent-a28.jsonl", "abc-1", "a28")
+
+
+def test_legacy_agent_sibling_has_its_session_resolved_later() -> None:
+    """agent-<id>.jsonl next to sessions: the parent comes from its records."""
+    got = classify(ROOT, ROOT / "projects/-home-x/agent-77.jsonl")
+    assert got == TranscriptPath("projects/-home-x/agent-77.jsonl", None, "77")
+
+
+def test_other_files_are_not_transcripts() -> None:
+    """Anything else under the claude dir is ignored."""
+    for p in [
+        "projects/-x/notes.txt",
+        "projects/-x/a/b/c.jsonl",
+        "todos/x.jsonl",
+        "projects/x.jsonl",
+        "projects/-x/.jsonl",
+    ]:
+        assert classify(ROOT, ROOT / p) is None, p
+    assert classify(ROOT, Path("/elsewhere/projects/-x/s.jsonl")) is None

@@ -1,0 +1,104 @@
+"""Batch planning: session_started, events, title ranks, turns, sidechains, backfill collapse."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+from collector.sessions import BatchPlan, SessionState
+from shared import projection
+from shared.appendlog import OutEvent
+from tests.support.collector_records import assistant_line, progress_line, user_line
+
+NOW = int(time.time() * 1000)
+HOUR = 3_600_000
+
+
+def plan_of(lines: list[bytes], state: SessionState | None = None, **kw: object) -> BatchPlan:
+    plan = BatchPlan(
+        state or SessionState("s1"),
+        host="h1",
+        now_ms=NOW,
+        idle_ms=HOUR,
+        title_event=projection.title_event,
+        **kw,  # type: ignore[arg-type]
+    )
+    projected = [projection.project_line(ln) for ln in lines]
+    plan.prime(projected)
+    for p in projected:
+        plan.line(p)
+    plan.finish()
+    return plan
+
+
+def kinds(events: list[OutEvent]) -> list[str]:
+    out = []
+    for ev in events:
+        frame = orjson.loads(ev.prefix + b"}")
+        out.append(frame["event"]["type"] if frame["type"] == "session_event" else frame["type"])
+    return out
+
+
+def test_first_batch_starts_the_session_then_events_title_and_turns() -> None:
+    """A new session: session_started, the user event, its title, working, reply, idle."""
+    plan = plan_of([user_line("s1", "fix the bug"), assistant_line("s1", "done")])
+    assert kinds(plan.events) == [
+        "session_started", "user", "ai-title", "turn_status", "assistant", "turn_status",
+    ]
+    started = orjson.loads(plan.events[0].prefix + b"}")
+    assert started["cwd"] == "/home/dev/project" and started["host"] == "h1"
+    assert plan.hash["title"] == "fix the bug" and plan.hash["titleRank"] == "1"
+    assert plan.hash["state"] == "idle" and plan.hash["live"] == "1"
+    assert plan.state.live and not plan.orig.live  # the original is untouched until commit
+    assert plan.published == 2
+
+
+def test_bookkeeping_lines_are_activity_but_not_events() -> None:
+    """A progress line publishes nothing but counts as activity."""
+    plan = plan_of([progress_line("s1")])
+    assert kinds(plan.events) == ["session_started"]
+    assert plan.published == 0
+    assert int(plan.hash["lastActivity"]) > NOW - 60_000
+
+
+def test_only_the_first_prompt_titles_and_higher_ranks_win() -> None:
+    """Rank 1 (first prompt) is kept over later prompts; an ai-title (3) replaces it, not vice versa."""
+    plan = plan_of([user_line("s1", "first"), user_line("s1", "second")])
+    assert plan.state.title == "first"
+    ai = orjson.dumps({"type": "ai-title", "aiTitle": "Fixing", "sessionId": "s1"}) + b"\n"
+    plan2 = plan_of([ai, user_line("s1", "third")], state=plan.state)
+    assert (plan2.state.title, plan2.state.title_rank) == ("Fixing", 3)
+    assert kinds(plan2.events).count("ai-title") == 1
+
+
+def test_old_lines_publish_without_starting_the_session() -> None:
+    """Lines older than the idle window are history: no session_started."""
+    old = "2020-01-01T00:00:00.000Z"
+    plan = plan_of([user_line("s1", "old prompt", timestamp=old)])
+    assert "session_started" not in kinds(plan.events)
+    assert kinds(plan.events)[0] == "user"
+
+
+def test_sidechain_lines_are_marked_and_do_not_drive_turn_or_title() -> None:
+    """A sub-agent's lines carry sidechain + agentId and leave the parent's turn and title alone."""
+    plan = plan_of([user_line("s1", "agent task")], agent_id="a77")
+    frames = [orjson.loads(e.prefix + b"}") for e in plan.events]
+    ev = next(f for f in frames if f["type"] == "session_event")
+    assert ev["event"]["sidechain"] is True and ev["event"]["agentId"] == "a77"
+    assert plan.state.title is None and plan.state.turn.state is None
+    assert "turn_status" not in kinds(plan.events)
+
+
+def test_collapse_keeps_the_last_events_and_final_state() -> None:
+    """Backfill: started first, the last N events, then the final title and turn once."""
+    lines = []
+    for i in range(10):
+        lines += [user_line("s1", f"q{i}"), assistant_line("s1", f"a{i}")]
+    plan = plan_of(lines, collapse=True, keep_events=4)
+    assert kinds(plan.events) == [
+        "session_started", "user", "assistant", "user", "assistant", "ai-title", "turn_status",
+    ]
+    texts = [orjson.loads(e.prefix + b"}")["event"]["blocks"][0]["text"] for e in plan.events[1:5]]
+    assert texts == ["q8", "a8", "q9", "a9"]
+    assert plan.published == 20

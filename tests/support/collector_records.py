@@ -1,0 +1,106 @@
+"""Helpers for collector tests: realistic transcript lines, polling, reading the log.
+
+Lines follow Claude Code's record shapes (see tests/data/claude-jsonl/): a real user
+prompt, an assistant text reply with a terminal ``stop_reason``, a tool use, a progress
+line (bookkeeping, dropped by the projection).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import redis
+
+from shared.keys import Keys
+
+T = TypeVar("T")
+CWD = "/home/dev/project"
+
+
+def _base(sid: str, rtype: str, **extra: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": CWD,
+        "sessionId": sid,
+        "version": "2.1.39",
+        "type": rtype,
+        "uuid": str(uuid.uuid4()),
+        "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+    rec.update(extra)
+    return rec
+
+
+def user_line(sid: str, text: str, **extra: Any) -> bytes:
+    rec = _base(sid, "user", message={"role": "user", "content": text}, **extra)
+    return orjson.dumps(rec) + b"\n"
+
+
+def assistant_line(sid: str, text: str, *, stop: str | None = "end_turn", **extra: Any) -> bytes:
+    message = {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    return orjson.dumps(_base(sid, "assistant", message=message, **extra)) + b"\n"
+
+
+def progress_line(sid: str) -> bytes:
+    data = {"type": "hook_progress", "hookEvent": "PreToolUse", "hookName": "x", "command": "true"}
+    return orjson.dumps(_base(sid, "progress", data=data)) + b"\n"
+
+
+def transcript(claude_dir: Path, sid: str, project: str = "-home-dev-project") -> Path:
+    """The path of a main session transcript (its folder created)."""
+    d = claude_dir / "projects" / project
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{sid}.jsonl"
+
+
+def append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+def poll(fn: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float = 0.02) -> T:
+    """Call ``fn`` until it returns something truthy; its value, or TimeoutError."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise TimeoutError(f"condition not met in {timeout_s}s (last: {last!r})")
+
+
+def frames_of(client: redis.Redis, key: str) -> list[dict[str, Any]]:
+    """Every frame of a stream, decoded, with the entry id checked against seqId."""
+    out = []
+    for entry_id, fields in client.xrange(key):
+        frame = orjson.loads(fields[b"f"])
+        assert entry_id == f"{frame['seqId']}-0".encode()
+        out.append(frame)
+    return out
+
+
+def session_texts(client: redis.Redis, keys: Keys, sid: str) -> list[str]:
+    """The first text block of every session_event of a session, in stream order."""
+    texts = []
+    for f in frames_of(client, keys.session_events(sid)):
+        blocks = f["event"].get("blocks") or []
+        texts.append(blocks[0].get("text", "") if blocks else "")
+    return texts
