@@ -1,0 +1,76 @@
+"""Tokens: ``secret`` grants full access, ``secret:read`` read-only access.
+
+A token arrives as ``Authorization: Bearer <t>``, as ``?token=<t>`` (browsers cannot set
+headers on a WebSocket), or in ``hello.token``. The gateway refuses to start without a
+token unless anonymous access is explicitly enabled.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared.settings import Settings
+
+
+class AuthConfigError(Exception):
+    """The token configuration cannot be served (no tokens and no anonymous access)."""
+
+
+class Access(enum.Enum):
+    READ = "read"
+    FULL = "full"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTable:
+    tokens: tuple[tuple[bytes, Access], ...]
+    allow_anonymous: bool
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenTable:
+        entries: list[tuple[bytes, Access]] = []
+        for raw in settings.tokens.get_secret_value().split(","):
+            item = raw.strip()
+            if not item:
+                continue
+            secret, access = item, Access.FULL
+            if item.endswith(":read"):
+                secret, access = item[: -len(":read")], Access.READ
+            if not secret:
+                raise AuthConfigError("RELAYBUS_TOKENS has an entry with an empty secret")
+            entries.append((secret.encode(), access))
+        if not entries and not settings.allow_anonymous:
+            raise AuthConfigError(
+                "no RELAYBUS_TOKENS configured: set RELAYBUS_TOKENS=<secret>[,<secret>:read] "
+                "or RELAYBUS_ALLOW_ANONYMOUS=true to serve without authentication"
+            )
+        return cls(tuple(entries), settings.allow_anonymous)
+
+    def check(self, token: str | None) -> Access | None:
+        """The access a token grants; ``None`` means refuse.
+
+        No token at all is anonymous (full access) when allowed; a wrong token is always
+        refused, even with anonymous access on.
+        """
+        if token is None:
+            return Access.FULL if self.allow_anonymous else None
+        given = token.encode()
+        found: Access | None = None
+        for secret, access in self.tokens:
+            # Compare with every entry (constant time per entry), no early exit.
+            if hmac.compare_digest(secret, given) and found is None:
+                found = access
+        return found
+
+
+def token_from_request(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The token offered at connect time: Bearer header first, then ``?token=``."""
+    auth = headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    token = query.get("token")
+    return token if token else None

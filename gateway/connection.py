@@ -1,0 +1,223 @@
+"""One client connection: entitlement, per-stream dedupe marks, and a bounded send queue.
+
+Live events are offered synchronously by the fan-out (no awaits: one slow client never
+delays the others). Each connection drains its own queue in its own task; when the queue
+is full the connection is cut off with close code 4008 (slow consumer) and resumes
+later with its ``lastSeqId``. While a replay is being read, live events for that stream
+are buffered and merged afterwards (:mod:`gateway.replay`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Protocol
+
+from starlette.websockets import WebSocketDisconnect
+
+from gateway import protocol
+from gateway.auth import Access
+from gateway.events import Event
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import CloseCode
+from gateway.replay import Gap
+from shared import frames
+
+log = logging.getLogger(__name__)
+
+#: (text, frame type, collector stamp ms or 0 for non-live frames, byte length)
+Outgoing = tuple[str, str, int, int]
+
+
+class Sink(Protocol):
+    """What the connection writes to (a Starlette WebSocket satisfies it)."""
+
+    async def send_text(self, data: str) -> None: ...
+
+
+class SlowConsumer(Exception):
+    pass
+
+
+class Connection:
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        cid: str,
+        metrics: GatewayMetrics,
+        queue_max: int,
+        buffer_max: int,
+        position: int,
+    ) -> None:
+        self.sink = sink
+        self.cid = cid
+        self.metrics = metrics
+        self.queue_max = queue_max
+        self.buffer_max = buffer_max
+        self.access: Access | None = None
+        self.hello_done = False
+        self.subscriptions = False
+        self.observe = False
+        self.blocks_only = False
+        #: While not ``None`` every offered event is buffered (before hello / during resume).
+        self.global_buffer: list[Event] | None = []
+        #: Reader position when buffering began: the buffer holds every event above it.
+        self.buffer_floor = position
+        self.global_mark = 0
+        self.watched: set[str] = set()
+        self.watch_buffers: dict[str, list[Event]] = {}
+        self.session_marks: dict[str, int] = {}
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self._queue: deque[Outgoing | list[Outgoing]] = deque()
+        self._final: Outgoing | None = None
+        self._wake = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
+
+    # --- entitlement and live delivery (synchronous, called by the fan-out) ------------
+
+    @property
+    def firehose(self) -> bool:
+        """Receives every session's events: v1 clients, and anyone still buffering."""
+        return self.global_buffer is not None or not self.subscriptions
+
+    def entitled(self, ev: Event) -> bool:
+        if ev.session_scoped:
+            return not self.subscriptions or ev.sid in self.watched
+        if ev.kind == frames.TURN_STATUS:
+            return self.observe
+        return ev.kind in frames.BROADCAST_KINDS
+
+    def offer(self, ev: Event) -> None:
+        """A live event from the log reader (seq order)."""
+        if self.close_code is not None:
+            return
+        if self.global_buffer is not None:
+            self._buffer(self.global_buffer, ev)
+            return
+        if ev.session_scoped:
+            buf = self.watch_buffers.get(ev.sid)
+            if buf is not None:
+                self._buffer(buf, ev)
+                return
+            if ev.seq <= self.session_marks.get(ev.sid, 0):
+                return
+            if not self.subscriptions and ev.seq <= self.global_mark:
+                return
+        elif ev.seq <= self.global_mark:
+            return
+        if self.entitled(ev):
+            self._enqueue(self.event_out(ev, live=True))
+
+    def event_out(self, ev: Event, *, live: bool) -> Outgoing:
+        text = ev.blocks_only_text if self.blocks_only else ev.text
+        return (text, ev.kind, ev.stamp_ms if live else 0, len(text))
+
+    def _buffer(self, buf: list[Event], ev: Event) -> None:
+        if len(buf) >= self.buffer_max:
+            self.abort(CloseCode.SLOW_CONSUMER, "replay buffer overflow")
+            self.metrics.slow_consumers.inc()
+            return
+        buf.append(ev)
+
+    # --- direct frames -------------------------------------------------------------------
+
+    def send(self, frame: dict[str, Any]) -> None:
+        """Queue a direct (non-log) frame."""
+        self._enqueue(self.direct_out(frame))
+
+    @staticmethod
+    def direct_out(frame: dict[str, Any]) -> Outgoing:
+        text = protocol.encode(frame)
+        return (text, str(frame["type"]), 0, len(text))
+
+    def send_burst(self, items: list[Outgoing]) -> None:
+        """A replay: one queue entry, written back to back by the sender."""
+        if items:
+            self._enqueue(items)
+
+    def gap_out(self, gap: Gap, *, session_id: str | None = None) -> Outgoing:
+        self.metrics.gaps.labels(gap.reason).inc()
+        frame = protocol.gap_frame(gap.from_seq, gap.to_seq, gap.reason, session_id=session_id)
+        return self.direct_out(frame)
+
+    def reset_epoch(self) -> None:
+        """Redis lost its data: seqs restart at 1, so every dedupe mark is void."""
+        self.global_mark = 0
+        self.buffer_floor = 0
+        self.session_marks.clear()
+        for buf in self.watch_buffers.values():
+            buf.clear()
+        if self.global_buffer is not None:
+            self.global_buffer.clear()
+
+    def _enqueue(self, item: Outgoing | list[Outgoing]) -> None:
+        if self.close_code is not None:
+            return
+        if len(self._queue) >= self.queue_max:
+            self.metrics.slow_consumers.inc()
+            log.info("connection %s: send queue full, closing as slow consumer", self.cid)
+            self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
+            return
+        self._queue.append(item)
+        self._wake.set()
+
+    # --- closing -----------------------------------------------------------------------
+
+    def closing(self) -> bool:
+        return self.close_code is not None
+
+    def abort(self, code: int, reason: str, final: dict[str, Any] | None = None) -> None:
+        """Stop sending: drop what is queued, write ``final`` (if any), then close with ``code``."""
+        if self.close_code is not None:
+            return
+        self.close_code = code
+        self.close_reason = reason
+        self._queue.clear()
+        self._final = self.direct_out(final) if final is not None else None
+        if self._final is None and self._sender is not None:
+            self._sender.cancel()  # it may be stuck writing to a client that does not read
+        self._wake.set()
+
+    # --- the sender task ---------------------------------------------------------------
+
+    def start_sender(self) -> asyncio.Task[None]:
+        self._sender = asyncio.create_task(self._run_sender(), name=f"send-{self.cid}")
+        return self._sender
+
+    async def _run_sender(self) -> None:
+        try:
+            await self._drain()
+        except (OSError, RuntimeError, WebSocketDisconnect) as exc:
+            # The client went away mid-write; the receive side notices and cleans up.
+            log.debug("connection %s: write failed: %r", self.cid, exc)
+
+    async def _drain(self) -> None:
+        queue = self._queue
+        while not self.closing():
+            if not queue:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            item = queue.popleft()
+            if isinstance(item, list):
+                for out in item:
+                    if self.closing():
+                        break
+                    await self._write(out)
+            else:
+                await self._write(item)
+        if self._final is not None:
+            await self._write(self._final)
+
+    async def _write(self, out: Outgoing) -> None:
+        text, kind, stamp_ms, size = out
+        await self.sink.send_text(text)
+        m = self.metrics
+        m.sent(kind).inc()
+        m.bytes_sent.inc(size)
+        if stamp_ms:
+            m.e2e_latency.observe(max(0.0, time.time() - stamp_ms / 1000))

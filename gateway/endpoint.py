@@ -1,0 +1,191 @@
+"""The ``/ws`` endpoint: authenticate, receive, rate-limit, parse, dispatch, clean up.
+
+Each connection runs two tasks: this receive loop and its sender
+(:meth:`Connection.start_sender`). Bad input gets an ``error`` frame and the connection
+stays open; only auth failure (4401), flooding (4029), a slow consumer (4008) and frames
+above the hard cap (1009, enforced by the WebSocket layer) close it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway import protocol
+from gateway.auth import TokenTable, token_from_request
+from gateway.connection import Connection
+from gateway.fanout import Hub
+from gateway.handlers import Handlers
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import CloseCode, ErrorCode, ProtocolError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    max_frame_bytes: int
+    send_queue_max: int
+    rate_limit_per_s: float
+    #: How long a connection without hello waits before it is treated as a v1 client.
+    hello_grace_s: float = 1.0
+    #: How long an unauthenticated connection may take to send ``hello.token``.
+    auth_timeout_s: float = 10.0
+    close_timeout_s: float = 10.0
+
+    @property
+    def buffer_max(self) -> int:
+        return max(self.send_queue_max * 16, 10_000)
+
+
+class RateLimiter:
+    """Token bucket: ``rate`` frames per second, bursts up to twice that."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.capacity = max(2.0 * rate, 1.0)
+        self.tokens = self.capacity
+        self.stamp = time.monotonic()
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
+class Endpoint:
+    def __init__(
+        self,
+        *,
+        hub: Hub,
+        handlers: Handlers,
+        tokens: TokenTable,
+        metrics: GatewayMetrics,
+        config: EndpointConfig,
+    ) -> None:
+        self.hub = hub
+        self.handlers = handlers
+        self.tokens = tokens
+        self.metrics = metrics
+        self.config = config
+
+    async def __call__(self, ws: WebSocket) -> None:
+        cfg = self.config
+        offered = token_from_request(ws.headers, ws.query_params)
+        await ws.accept()
+        conn = Connection(
+            ws,
+            cid=uuid.uuid4().hex[:12],
+            metrics=self.metrics,
+            queue_max=cfg.send_queue_max,
+            buffer_max=cfg.buffer_max,
+            position=self.hub.position,
+        )
+        self.hub.add(conn)
+        sender = conn.start_sender()
+        receiver = asyncio.create_task(self._receive(ws, conn, offered), name=f"recv-{conn.cid}")
+        log.info("connection %s open from %s", conn.cid, ws.client)
+        try:
+            await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (receiver, sender):
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    log.error("connection %s: task failed", conn.cid, exc_info=task.exception())
+                    conn.abort(1011, "internal error")
+        finally:
+            self.hub.remove(conn)
+            for task in (receiver, sender):
+                task.cancel()
+            for task in (receiver, sender):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if conn.close_code is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(
+                        ws.close(conn.close_code, conn.close_reason), cfg.close_timeout_s
+                    )
+            log.info(
+                "connection %s closed (%s)", conn.cid, conn.close_code or "by client"
+            )
+
+    async def _receive(self, ws: WebSocket, conn: Connection, offered: str | None) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        if offered is not None or self.tokens.allow_anonymous:
+            conn.access = self.tokens.check(offered)
+            if conn.access is None:
+                self._refuse(conn, "invalid token")
+                return
+            grace = loop.call_later(cfg.hello_grace_s, self.handlers.resolve_v1, conn)
+        else:
+            grace = loop.call_later(cfg.auth_timeout_s, self._refuse, conn, "no token")
+        limiter = RateLimiter(cfg.rate_limit_per_s)
+        try:
+            while conn.close_code is None:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if not limiter.allow():
+                    self.metrics.bad_frames.labels("rate_limited").inc()
+                    conn.abort(CloseCode.RATE_LIMITED, "rate limit exceeded")
+                    return
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                await self._one(conn, raw, grace)
+        except WebSocketDisconnect:
+            return
+        finally:
+            grace.cancel()
+
+    async def _one(self, conn: Connection, raw: str | bytes, grace: asyncio.TimerHandle) -> None:
+        request_id: str | None = None
+        try:
+            msg = protocol.parse_client_frame(raw, self.config.max_frame_bytes)
+            request_id = msg.requestId
+            if conn.access is None and (not isinstance(msg, protocol.Hello) or msg.token is None):
+                self._refuse(conn, "the first frame must be hello with a token")
+                return
+            if isinstance(msg, protocol.Hello) and msg.token is not None:
+                access = self.tokens.check(msg.token)
+                if access is None:
+                    self._refuse(conn, "invalid token")
+                    return
+                conn.access = access
+            grace.cancel()
+            await self.handlers.handle(conn, msg)
+        except ProtocolError as exc:
+            self.metrics.bad_frames.labels(exc.code.value).inc()
+            log.debug("connection %s: %s %s", conn.cid, exc.code, exc.message)
+            if conn.access is None:
+                self._refuse(conn, "the first frame must be hello with a token")
+                return
+            frame = protocol.error_frame(
+                exc.code, exc.message, exc.request_id or request_id, self.hub.position
+            )
+            conn.send(frame)
+        except RedisError as exc:
+            log.warning("connection %s: Redis error: %s", conn.cid, exc)
+            frame = protocol.error_frame(
+                ErrorCode.UNAVAILABLE, "storage unavailable, retry", request_id, self.hub.position
+            )
+            conn.send(frame)
+
+    def _refuse(self, conn: Connection, why: str) -> None:
+        if conn.close_code is not None:
+            return
+        self.metrics.auth_failures.inc()
+        log.info("connection %s refused: %s", conn.cid, why)
+        frame = protocol.error_frame(ErrorCode.UNAUTHORIZED, why, None, self.hub.position)
+        conn.abort(CloseCode.UNAUTHORIZED, "unauthorized", final=frame)
+

@@ -1,0 +1,86 @@
+"""Log entries as the gateway holds them: parsed once per process, encoded once per variant.
+
+A log entry's ``f`` field is the complete wire frame, serialised by the collector. The
+gateway decodes it to ``str`` once (text WebSocket frames) and derives the ``blocks_only``
+variant (without ``event.data``) at most once, on first demand; every connection then
+sends the same object.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from shared import frames
+
+#: Log kinds that belong to one session's stream (delivered per watch).
+SESSION_KINDS = frozenset({frames.SESSION_EVENT})
+
+
+class Event:
+    """One log entry: global ``seq``, session id, kind, frame bytes and collector stamp (ms)."""
+
+    __slots__ = ("_blocks_only", "_text", "frame", "kind", "seq", "sid", "stamp_ms")
+
+    def __init__(self, seq: int, sid: str, kind: str, frame: bytes, stamp_ms: int) -> None:
+        self.seq = seq
+        self.sid = sid
+        self.kind = kind
+        self.frame = frame
+        self.stamp_ms = stamp_ms
+        self._text: str | None = None
+        self._blocks_only: str | None = None
+
+    @property
+    def session_scoped(self) -> bool:
+        return self.kind in SESSION_KINDS
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.frame.decode("utf-8", "replace")
+        return self._text
+
+    @property
+    def blocks_only_text(self) -> str:
+        """The frame without ``event.data`` (for clients that negotiated ``blocks_only``)."""
+        if self._blocks_only is None:
+            if self.kind != frames.SESSION_EVENT or b'"data"' not in self.frame:
+                self._blocks_only = self.text
+            else:
+                obj = orjson.loads(self.frame)
+                event = obj.get("event")
+                if isinstance(event, dict):
+                    event.pop("data", None)
+                self._blocks_only = orjson.dumps(obj).decode()
+        return self._blocks_only
+
+    @property
+    def session_seq(self) -> int | None:
+        """``sessionSeq`` read from the frame's tail, where the append script splices it."""
+        tail = self.frame[-48:]
+        at = tail.rfind(b'"sessionSeq":')
+        if at < 0:
+            return None
+        digits = tail[at + 13 :].rstrip(b"}").strip()
+        return int(digits) if digits.isdigit() else None
+
+    def __repr__(self) -> str:
+        return f"Event(seq={self.seq}, sid={self.sid!r}, kind={self.kind!r})"
+
+
+def seq_of(entry_id: bytes | str) -> int:
+    """``b"42-0"`` -> 42."""
+    raw = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(raw.split("-", 1)[0])
+
+
+def from_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Event:
+    """Build an :class:`Event` from one stream entry (fields ``s``, ``k``, ``f``, ``t``)."""
+    stamp = fields.get(b"t", b"0")
+    return Event(
+        seq_of(entry_id),
+        fields.get(b"s", b"").decode(),
+        fields.get(b"k", b"").decode(),
+        fields.get(b"f", b"{}"),
+        int(stamp) if stamp.isdigit() else 0,
+    )

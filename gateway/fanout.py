@@ -1,0 +1,216 @@
+"""Fan-out: ONE log reader per gateway process and the index of who receives what.
+
+The reader ``XREAD BLOCK``s on ``{ns}:log`` from the last id it dispatched and hands each
+batch to the :class:`Hub`, which offers every event to the entitled connections
+synchronously: the frame was serialised once by the collector and the same ``str`` goes
+to every subscriber. The reader also guards the traps of DESIGN §8: it checks the epoch
+on every block timeout and reconnect (Redis lost its data: reset to 0 and tell clients),
+and reports its own gap when the log was trimmed past its position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from gateway import protocol
+from gateway.connection import Connection
+from gateway.events import Event, from_entry, seq_of
+from gateway.metrics import GatewayMetrics
+from shared import frames
+from shared.keys import Keys
+from shared.redis_conn import ensure_epoch, head_seq
+
+log = logging.getLogger(__name__)
+
+EPOCH = "epoch"
+READER_GAP = "trimmed"
+
+
+class Hub:
+    """Routing index: every connection, the firehose (v1 / buffering), watchers per session."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+        self.connections: set[Connection] = set()
+        self.firehose: set[Connection] = set()
+        self.watchers: dict[str, set[Connection]] = {}
+        #: Last seq dispatched to connections (what direct replies carry as ``seqId``).
+        self.position = 0
+        self.epoch = ""
+
+    def add(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        self.refresh(conn)
+        self.metrics.connections.set(len(self.connections))
+
+    def remove(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        self.firehose.discard(conn)
+        for sid in conn.watched:
+            self._unindex(conn, sid)
+        self.metrics.connections.set(len(self.connections))
+
+    def refresh(self, conn: Connection) -> None:
+        """Re-index ``conn`` after its mode changed (hello, resume finished)."""
+        if conn not in self.connections:
+            return
+        if conn.firehose:
+            self.firehose.add(conn)
+            for sid in conn.watched:
+                self._unindex(conn, sid)
+        else:
+            self.firehose.discard(conn)
+            for sid in conn.watched:
+                self.watchers.setdefault(sid, set()).add(conn)
+
+    def watch(self, conn: Connection, sid: str) -> None:
+        conn.watched.add(sid)
+        if not conn.firehose and conn in self.connections:
+            self.watchers.setdefault(sid, set()).add(conn)
+
+    def unwatch(self, conn: Connection, sid: str) -> None:
+        conn.watched.discard(sid)
+        conn.watch_buffers.pop(sid, None)
+        conn.session_marks.pop(sid, None)
+        self._unindex(conn, sid)
+
+    def _unindex(self, conn: Connection, sid: str) -> None:
+        group = self.watchers.get(sid)
+        if group is not None:
+            group.discard(conn)
+            if not group:
+                del self.watchers[sid]
+
+    def dispatch(self, events: Iterable[Event]) -> None:
+        """Offer each event to the connections that may receive it (no awaits)."""
+        for ev in events:
+            if ev.session_scoped:
+                for conn in self.firehose:
+                    conn.offer(ev)
+                group = self.watchers.get(ev.sid)
+                if group:
+                    for conn in group:
+                        conn.offer(ev)
+            elif ev.kind in frames.BROADCAST_KINDS:
+                for conn in self.connections:
+                    conn.offer(ev)
+            self.position = ev.seq
+
+    def reader_gap(self, from_seq: int, to_seq: int) -> None:
+        """The log was trimmed past the reader: tell every client what it will not get."""
+        log.warning("log reader gap: seqs %d..%d were trimmed before dispatch", from_seq, to_seq)
+        frame = protocol.gap_frame(from_seq, to_seq, READER_GAP)
+        for conn in self.connections:
+            self.metrics.gaps.labels(READER_GAP).inc()
+            conn.send(frame)
+
+    def epoch_changed(self, new_epoch: str, old_position: int) -> None:
+        """Redis lost its data: seqs restart; clients must drop what they hold."""
+        log.warning("epoch changed to %s (was at seq %d): resetting", new_epoch, old_position)
+        self.epoch = new_epoch
+        self.position = 0
+        frame = protocol.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
+        for conn in self.connections:
+            self.metrics.gaps.labels(EPOCH).inc()
+            conn.reset_epoch()
+            conn.send(frame)
+
+    def close_all(self, code: int, reason: str) -> None:
+        for conn in list(self.connections):
+            conn.abort(code, reason)
+
+
+class LogReader:
+    """The one blocking reader of ``{ns}:log`` in this process."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: Keys,
+        hub: Hub,
+        metrics: GatewayMetrics,
+        *,
+        block_ms: int = 1000,
+        count: int = 1000,
+        max_backoff_s: float = 2.0,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.hub = hub
+        self.metrics = metrics
+        self.block_ms = block_ms
+        self.count = count
+        self.max_backoff_s = max_backoff_s
+        #: monotonic time of the last completed loop (for /readyz)
+        self.last_loop = 0.0
+        self.synced = asyncio.Event()
+        self._last_check = 0.0
+
+    def healthy(self, slack_s: float) -> bool:
+        return self.synced.is_set() and time.monotonic() - self.last_loop < (
+            self.block_ms / 1000 + slack_s
+        )
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self._sync()
+                failures = 0
+                while True:
+                    await self._step()
+            except (RedisError, OSError) as exc:
+                failures += 1
+                self.synced.clear()
+                delay = min(self.max_backoff_s, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
+                log.warning("log reader: %s; retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _sync(self) -> None:
+        """On start and after every reconnect: compare the epoch, then resume from position."""
+        hub = self.hub
+        epoch = await ensure_epoch(self.client, self.keys)
+        if not hub.epoch:
+            hub.epoch = epoch
+            last: Any = await self.client.xrevrange(self.keys.log, count=1)
+            hub.position = seq_of(last[0][0]) if last else 0
+            log.info("log reader starts at seq %d, epoch %s", hub.position, epoch)
+        elif epoch != hub.epoch:
+            hub.epoch_changed(epoch, hub.position)
+        self.last_loop = time.monotonic()
+        self._last_check = self.last_loop
+        self.synced.set()
+
+    async def _step(self) -> None:
+        hub = self.hub
+        reply: Any = await self.client.xread(
+            {self.keys.log: f"{hub.position}-0"}, count=self.count, block=self.block_ms
+        )
+        now = time.monotonic()
+        self.last_loop = now
+        if reply:
+            entries = reply[0][1]
+            events = [from_entry(eid, fields) for eid, fields in entries]
+            if events and events[0].seq > hub.position + 1:
+                hub.reader_gap(hub.position + 1, events[0].seq - 1)
+            hub.dispatch(events)
+        if not reply or now - self._last_check > 1.0:
+            self._last_check = now
+            await self._check()
+
+    async def _check(self) -> None:
+        """Epoch and lag, on each block timeout and at least once a second."""
+        hub = self.hub
+        epoch = await ensure_epoch(self.client, self.keys)
+        if epoch != hub.epoch:
+            hub.epoch_changed(epoch, hub.position)
+        head = await head_seq(self.client, self.keys)
+        self.metrics.reader_lag.set(max(0, head - hub.position))

@@ -1,0 +1,249 @@
+"""What each client message does. One :class:`Handlers` per process, stateless per call.
+
+Replays follow DESIGN §8: the connection is subscribed (buffering) *before* history is
+read; the merge in :mod:`gateway.replay` then yields every event once, in order, and the
+whole replay is queued as one burst. Commands go to a :class:`CommandRouter`; until the
+command issue lands, :class:`NotImplementedCommands` answers them with an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+import redis.asyncio as aioredis
+
+from gateway import history, protocol
+from gateway.auth import Access
+from gateway.connection import Connection, Outgoing
+from gateway.events import Event
+from gateway.fanout import Hub
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import ErrorCode, ProtocolError
+from gateway.replay import Gap, Merged, leading_gap, merge
+from gateway.sessions import list_sessions, turn_status_frame
+from shared import __version__
+from shared.keys import Keys
+
+log = logging.getLogger(__name__)
+
+
+class CommandRouter(Protocol):
+    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None: ...
+
+
+class NotImplementedCommands:
+    """Placeholder router: commands arrive in a later issue."""
+
+    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None:
+        raise ProtocolError(
+            ErrorCode.NOT_IMPLEMENTED, f"{msg.type} is not available yet", msg.requestId
+        )
+
+
+class Handlers:
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: Keys,
+        hub: Hub,
+        metrics: GatewayMetrics,
+        gateway_id: str,
+        replay_depth: int,
+        commands: CommandRouter | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.hub = hub
+        self.metrics = metrics
+        self.gateway_id = gateway_id
+        self.replay_depth = replay_depth
+        self.commands: CommandRouter = commands or NotImplementedCommands()
+
+    async def handle(self, conn: Connection, msg: protocol.ClientMessage) -> None:
+        if isinstance(msg, protocol.Hello):
+            await self.hello(conn, msg)
+            return
+        if conn.global_buffer is not None and not conn.hello_done:
+            self.resolve_v1(conn)
+        if isinstance(msg, protocol.ListSessions):
+            sessions = await list_sessions(self.client, self.keys)
+            frame = {"type": "sessions", "sessions": sessions, "seqId": self.hub.position}
+            conn.send(protocol.with_request(frame, msg.requestId))
+        elif isinstance(msg, protocol.WatchSession):
+            await self.watch(conn, msg)
+        elif isinstance(msg, protocol.UnwatchSession):
+            self.hub.unwatch(conn, msg.sessionId)
+            conn.send(self._ack(msg.sessionId, False, msg.requestId, msg.traceId))
+        else:
+            if conn.access is not Access.FULL:
+                raise ProtocolError(
+                    ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId
+                )
+            await self.commands.handle(conn, msg, self.hub.position)
+
+    # --- hello and resume ---------------------------------------------------------------
+
+    async def hello(self, conn: Connection, msg: protocol.Hello) -> None:
+        if conn.hello_done:
+            raise ProtocolError(ErrorCode.BAD_STATE, "hello was already sent", msg.requestId)
+        conn.hello_done = True
+        caps = protocol.accepted_capabilities(msg.capabilities)
+        conn.subscriptions = protocol.SESSION_SUBSCRIPTIONS in caps
+        conn.observe = protocol.TURN_STATUS_OBSERVE in caps
+        conn.blocks_only = protocol.BLOCKS_ONLY in caps
+        if conn.global_buffer is None:  # late hello: already live as v1; buffer again
+            conn.global_buffer = []
+            conn.buffer_floor = self.hub.position
+            self.hub.refresh(conn)
+        welcome = {
+            "type": "welcome",
+            "capabilities": caps,
+            "epoch": self.hub.epoch,
+            "gatewayId": self.gateway_id,
+            "serverVersion": __version__,
+            "seqId": self.hub.position,
+        }
+        conn.send(protocol.with_request(welcome, msg.requestId))
+        items: list[Outgoing] = []
+        if msg.lastSeqId is not None:
+            last = msg.lastSeqId
+            page = await history.read_log_page(self.client, self.keys, last, count=1)
+            if (msg.epoch is not None and msg.epoch != page.epoch) or last > page.head:
+                items.append(
+                    conn.direct_out(protocol.gap_frame(1, last, "epoch", epoch=page.epoch))
+                )
+                self.metrics.gaps.labels("epoch").inc()
+                last = 0
+            hist = await self._read_log_after(conn, last)
+            merged = merge(hist, conn.global_buffer or [], floor=max(last, conn.global_mark))
+            first = _first_event(merged)
+            gap = leading_gap(max(last, conn.global_mark), first, page.head)
+            if gap is not None:
+                items.append(conn.gap_out(gap))
+            self.metrics.replays.inc()
+        else:
+            merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
+        self._finish_global(conn, merged, items)
+
+    def resolve_v1(self, conn: Connection) -> None:
+        """No hello (first message was something else, or the grace period ran out)."""
+        if conn.global_buffer is None or conn.hello_done or conn.close_code is not None:
+            return
+        merged = merge([], conn.global_buffer, floor=conn.buffer_floor)
+        self._finish_global(conn, merged, [])
+
+    def _finish_global(self, conn: Connection, merged: Merged, items: list[Outgoing]) -> None:
+        replayed = 0
+        for item in merged.items:
+            if isinstance(item, Gap):
+                items.append(conn.gap_out(item))
+            elif conn.entitled(item):
+                items.append(conn.event_out(item, live=False))
+                replayed += 1
+        self.metrics.replayed_events.inc(replayed)
+        conn.global_mark = max(merged.last_seq, conn.buffer_floor)
+        conn.global_buffer = None
+        self.hub.refresh(conn)
+        conn.send_burst(items)
+
+    async def _read_log_after(self, conn: Connection, after: int) -> list[Event]:
+        """Log entries after ``after`` until they meet the live buffer (bounded pages)."""
+        out: list[Event] = []
+        cursor = after
+        while True:
+            page = await history.read_log_page(self.client, self.keys, cursor)
+            out.extend(page.events)
+            if len(page.events) < history.RESUME_PAGE:
+                return out
+            cursor = page.events[-1].seq
+            buf = conn.global_buffer
+            if buf and cursor >= buf[0].seq:
+                return out
+
+    # --- watch ---------------------------------------------------------------------------
+
+    async def watch(self, conn: Connection, msg: protocol.WatchSession) -> None:
+        sid = msg.sessionId
+        was_watched = sid in conn.watched
+        conn.watch_buffers[sid] = []
+        self.hub.watch(conn, sid)
+        try:
+            hist = await history.read_session(
+                self.client, self.keys, sid, depth=self.replay_depth, since=msg.sinceSeqId
+            )
+        except BaseException:
+            self._cancel_watch(conn, sid, was_watched)
+            raise
+        if not hist.row:
+            self._cancel_watch(conn, sid, was_watched)
+            raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
+        buffered = conn.watch_buffers.pop(sid, [])
+        items: list[Outgoing] = [
+            conn.direct_out(self._ack(sid, True, msg.requestId, msg.traceId))
+        ]
+        since = msg.sinceSeqId
+        if since is not None and since > hist.head:
+            items.append(conn.direct_out(protocol.gap_frame(1, since, "epoch", session_id=sid)))
+            self.metrics.gaps.labels("epoch").inc()
+            since = 0
+        gap = _session_leading_gap(since, hist)
+        if gap is not None:
+            items.append(conn.gap_out(gap, session_id=sid))
+        merged = merge(hist.events, buffered, floor=since or 0, by_session_seq=True)
+        replayed = 0
+        for item in merged.items:
+            if isinstance(item, Gap):
+                items.append(conn.gap_out(item, session_id=sid))
+            else:
+                items.append(conn.event_out(item, live=False))
+                replayed += 1
+        conn.session_marks[sid] = merged.last_seq
+        if conn.observe:
+            status = turn_status_frame(sid, hist.row, self.hub.position)
+            if status is not None:
+                items.append(conn.direct_out(status))
+        self.metrics.replays.inc()
+        self.metrics.replayed_events.inc(replayed)
+        conn.send_burst(items)
+        log.debug("connection %s watches %s (%d replayed)", conn.cid, sid, replayed)
+
+    def _cancel_watch(self, conn: Connection, sid: str, was_watched: bool) -> None:
+        conn.watch_buffers.pop(sid, None)
+        if not was_watched:
+            self.hub.unwatch(conn, sid)
+
+    def _ack(
+        self, sid: str, watching: bool, request_id: str | None, trace_id: str | None
+    ) -> dict[str, Any]:
+        frame: dict[str, Any] = {
+            "type": "watch_ack",
+            "sessionId": sid,
+            "watching": watching,
+            "seqId": self.hub.position,
+        }
+        if trace_id is not None:
+            frame["traceId"] = trace_id
+        return protocol.with_request(frame, request_id)
+
+
+def _first_event(merged: Merged) -> int | None:
+    for item in merged.items:
+        if isinstance(item, Event):
+            return item.seq
+    return None
+
+
+def _session_leading_gap(since: int | None, hist: history.SessionHistory) -> Gap | None:
+    """With ``sinceSeqId``: was the session stream trimmed past it? (conservative)."""
+    if since is None:
+        return None
+    first = hist.first
+    if first is None:
+        had_events = int(hist.row.get(b"sessionSeq", b"0") or 0) > 0
+        last = int(hist.row.get(b"lastSeqId", b"0") or 0)
+        return Gap(since + 1, last, "trimmed") if had_events and last > since else None
+    if first.seq > since + 1 and (first.session_seq or 1) > 1:
+        return Gap(since + 1, first.seq - 1, "trimmed")
+    return None

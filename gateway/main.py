@@ -1,0 +1,86 @@
+"""Run the gateway: ``relaybus gateway`` / ``python -m gateway`` (``run``), or inside
+``relaybus up`` next to the collector (``serve``, stopped by an event)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Generator
+
+import uvicorn
+from fastapi import FastAPI
+
+from gateway.app import create_app
+from gateway.auth import AuthConfigError
+from gateway.protocol import CloseCode
+from gateway.runtime import Runtime
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Frames above this many times ``max_frame_bytes`` close the connection (1009).
+HARD_CAP_FACTOR = 16
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the caller's ``stop`` event rules."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=settings.gateway_host,
+        port=settings.gateway_port,
+        # The sans-I/O websockets implementation: same library as ``ws="websockets"``, whose
+        # legacy protocol is deprecated in websockets>=14 and uvicorn; no per-connection tasks.
+        ws="websockets-sansio",
+        ws_per_message_deflate=settings.ws_compression,
+        ws_max_size=settings.max_frame_bytes * HARD_CAP_FACTOR,
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Serve until ``stop`` is set, then close every socket with 1012 and shut down."""
+    app = create_app(settings)
+    runtime: Runtime = app.state.runtime
+    server = _Server(uvicorn_config(settings, app))
+    task = asyncio.create_task(server.serve(), name="uvicorn")
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if not task.done():
+        log.info("gateway stopping: closing connections with %d", CloseCode.SERVICE_RESTART)
+        runtime.close_connections(CloseCode.SERVICE_RESTART)
+        server.should_exit = True
+    await task
+    if server.started is False and not stop.is_set():
+        raise RuntimeError("gateway failed to start (see log)")
+
+
+def run(settings: Settings) -> int:
+    try:
+        create_app(settings)  # validates the token configuration before binding anything
+    except AuthConfigError as exc:
+        print(f"relaybus gateway: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(settings, stop)
+
+    asyncio.run(main())
+    return 0

@@ -1,0 +1,203 @@
+"""The client side of the wire protocol: parse and validate frames, build server replies.
+
+Pure: no sockets, no Redis. A bad frame becomes a :class:`ProtocolError` carrying the
+protocol error code; the connection layer turns it into an ``error`` frame.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+#: Capabilities this server understands; ``welcome`` echoes the intersection.
+SESSION_SUBSCRIPTIONS = "session_subscriptions"
+TURN_STATUS_OBSERVE = "turn_status_observe"
+BLOCKS_ONLY = "blocks_only"
+KNOWN_CAPABILITIES = (SESSION_SUBSCRIPTIONS, TURN_STATUS_OBSERVE, BLOCKS_ONLY)
+
+
+class ErrorCode(StrEnum):
+    BAD_JSON = "bad_json"
+    NOT_OBJECT = "not_object"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID_FIELD = "invalid_field"
+    FRAME_TOO_LARGE = "frame_too_large"
+    UNKNOWN_SESSION = "unknown_session"
+    BAD_STATE = "bad_state"
+    FORBIDDEN = "forbidden"
+    NOT_IMPLEMENTED = "not_implemented"
+    UNAUTHORIZED = "unauthorized"
+    UNAVAILABLE = "unavailable"
+
+
+class CloseCode(IntEnum):
+    GOING_AWAY = 1001
+    MESSAGE_TOO_BIG = 1009
+    SERVICE_RESTART = 1012
+    SLOW_CONSUMER = 4008
+    RATE_LIMITED = 4029
+    UNAUTHORIZED = 4401
+
+
+class ProtocolError(Exception):
+    """A client frame was refused; ``code`` is the wire error code."""
+
+    def __init__(self, code: ErrorCode, message: str, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+class _Msg(BaseModel):
+    # Unknown (future) fields are ignored; known ones are type-checked strictly.
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    requestId: str | None = Field(default=None, max_length=256)
+    traceId: str | None = Field(default=None, max_length=256)
+
+
+SessionId = Annotated[str, Field(min_length=1, max_length=256)]
+SeqId = Annotated[int, Field(ge=0)]
+
+
+class Hello(_Msg):
+    type: Literal["hello"]
+    capabilities: list[Annotated[str, Field(max_length=64)]] = Field(
+        default_factory=list, max_length=64
+    )
+    lastSeqId: SeqId | None = None
+    epoch: str | None = Field(default=None, max_length=128)
+    token: str | None = Field(default=None, max_length=1024)
+
+
+class ListSessions(_Msg):
+    type: Literal["list_sessions"]
+
+
+class WatchSession(_Msg):
+    type: Literal["watch_session"]
+    sessionId: SessionId
+    sinceSeqId: SeqId | None = None
+
+
+class UnwatchSession(_Msg):
+    type: Literal["unwatch_session"]
+    sessionId: SessionId
+
+
+class NewConversation(_Msg):
+    type: Literal["new_conversation"]
+    sessionId: SessionId | None = None
+    cwd: str | None = None
+
+
+class Prompt(_Msg):
+    type: Literal["prompt"]
+    message: str
+    sessionId: SessionId | None = None
+
+
+class InterruptRequest(_Msg):
+    type: Literal["interrupt_request"]
+    sessionId: SessionId
+
+
+class AcceptDiff(_Msg):
+    type: Literal["accept_diff"]
+    sessionId: SessionId | None = None
+
+
+class RejectDiff(_Msg):
+    type: Literal["reject_diff"]
+    sessionId: SessionId | None = None
+
+
+Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff
+ClientMessage = Hello | ListSessions | WatchSession | UnwatchSession | Command
+
+#: Message types that act on a machine (need a full-access token).
+COMMAND_TYPES = frozenset(
+    {"new_conversation", "prompt", "interrupt_request", "accept_diff", "reject_diff"}
+)
+
+_ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(
+    Annotated[ClientMessage, Field(discriminator="type")]
+)
+_TYPES = frozenset(
+    {"hello", "list_sessions", "watch_session", "unwatch_session"} | COMMAND_TYPES
+)
+
+
+def parse_client_frame(raw: str | bytes, max_bytes: int) -> ClientMessage:
+    """Validate one client frame; raise :class:`ProtocolError` with the matching code."""
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise ProtocolError(
+            ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds {max_bytes}"
+        )
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ProtocolError(ErrorCode.BAD_JSON, f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(ErrorCode.NOT_OBJECT, "a frame must be a JSON object")
+    rid = obj.get("requestId")
+    request_id = rid if isinstance(rid, str) and len(rid) <= 256 else None
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(ErrorCode.INVALID_FIELD, "missing string field 'type'", request_id)
+    if kind not in _TYPES:
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown type {kind[:64]!r}", request_id)
+    try:
+        return _ADAPTER.validate_python(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"][1:]) or "?"
+        raise ProtocolError(
+            ErrorCode.INVALID_FIELD, f"field {loc!r}: {err['msg']}", request_id
+        ) from None
+
+
+def accepted_capabilities(requested: list[str]) -> list[str]:
+    """The requested capabilities this server knows, in the server's order."""
+    wanted = set(requested)
+    return [c for c in KNOWN_CAPABILITIES if c in wanted]
+
+
+def encode(frame: dict[str, Any]) -> str:
+    return orjson.dumps(frame).decode()
+
+
+def with_request(frame: dict[str, Any], request_id: str | None) -> dict[str, Any]:
+    if request_id is not None:
+        frame["requestId"] = request_id
+    return frame
+
+
+def error_frame(
+    code: str, message: str, request_id: str | None, seq_id: int
+) -> dict[str, Any]:
+    return with_request(
+        {"type": "error", "code": code, "message": message, "seqId": seq_id}, request_id
+    )
+
+
+def gap_frame(
+    from_seq: int,
+    to_seq: int,
+    reason: str,
+    *,
+    session_id: str | None = None,
+    epoch: str | None = None,
+) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "gap_detected"}
+    if session_id is not None:
+        frame["sessionId"] = session_id
+    frame.update(fromSeqId=from_seq, toSeqId=to_seq, reason=reason)
+    if epoch is not None:
+        frame["epoch"] = epoch
+    return frame

@@ -1,0 +1,89 @@
+"""Pure merge of history read from Redis with live events buffered meanwhile.
+
+The connection subscribes to the live fan-out *before* reading history, buffering what
+arrives; this module merges the two runs by seq, drops duplicates and reports holes, so
+the client sees every event once, in order, whatever the timing (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gateway.events import Event
+
+TRIMMED = "trimmed"
+HOLE = "hole"
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Events ``from_seq``..``to_seq`` (global seqs, inclusive) will not be delivered."""
+
+    from_seq: int
+    to_seq: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Merged:
+    items: list[Event | Gap] = field(default_factory=list)
+    #: Highest seq covered by the merge (history or buffer); later live events start above.
+    last_seq: int = 0
+
+
+def _seq(ev: Event) -> int | None:
+    return ev.seq
+
+
+def _session_seq(ev: Event) -> int | None:
+    return ev.session_seq
+
+
+def merge(
+    history: Sequence[Event],
+    live: Sequence[Event],
+    *,
+    floor: int = 0,
+    by_session_seq: bool = False,
+) -> Merged:
+    """History (ascending) then the buffered live events above it, once each, in seq order.
+
+    ``floor``: events at or below it were already delivered and are dropped. Holes in the
+    contiguous counter (the global ``seq``, or ``sessionSeq`` when ``by_session_seq``)
+    become :class:`Gap` items placed before the event after the hole.
+    """
+    out = Merged(last_seq=floor)
+    key: Callable[[Event], int | None] = _session_seq if by_session_seq else _seq
+    prev: Event | None = None
+    for ev in _ordered(history, live):
+        if ev.seq <= out.last_seq:
+            continue
+        if prev is not None:
+            a, b = key(prev), key(ev)
+            if a is not None and b is not None and b != a + 1:
+                out.items.append(Gap(prev.seq + 1, ev.seq - 1, HOLE))
+        out.items.append(ev)
+        out.last_seq = ev.seq
+        prev = ev
+    return out
+
+
+def _ordered(history: Sequence[Event], live: Sequence[Event]) -> list[Event]:
+    events = [*history, *live]
+    if any(events[i].seq >= events[i + 1].seq for i in range(len(events) - 1)):
+        events.sort(key=lambda e: e.seq)
+    return events
+
+
+def leading_gap(after: int, first_seq: int | None, head: int) -> Gap | None:
+    """The gap before the first retained entry when a stream was trimmed past ``after``.
+
+    ``first_seq`` is the first entry with seq > ``after`` (``None`` when there is none);
+    ``head`` the last assigned seq.
+    """
+    if first_seq is None:
+        return Gap(after + 1, head, TRIMMED) if head > after else None
+    if first_seq > after + 1:
+        return Gap(after + 1, first_seq - 1, TRIMMED)
+    return None

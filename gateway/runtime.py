@@ -1,0 +1,117 @@
+"""The gateway's resources, composed and torn down in order (the FastAPI lifespan uses it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from types import TracebackType
+
+import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
+
+from gateway.auth import TokenTable
+from gateway.endpoint import Endpoint, EndpointConfig
+from gateway.fanout import Hub, LogReader
+from gateway.handlers import CommandRouter, Handlers
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import CloseCode
+from shared.keys import Keys
+from shared.redis_conn import connect
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+READER_BLOCK_MS = 1000
+
+
+class Runtime:
+    """Redis clients, the hub, the one log reader task, the endpoint; ``async with`` owns them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry,
+        *,
+        commands: CommandRouter | None = None,
+        reader_block_ms: int = READER_BLOCK_MS,
+        hello_grace_s: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.tokens = TokenTable.from_settings(settings)
+        self.keys = Keys(settings.namespace)
+        self.gateway_id = settings.gateway_id or f"gw-{uuid.uuid4().hex[:10]}"
+        self.metrics = GatewayMetrics(registry)
+        self.hub = Hub(self.metrics)
+        self.client: aioredis.Redis = connect(settings)
+        self._reader_client: aioredis.Redis = connect(settings, block_ms=reader_block_ms)
+        self.reader = LogReader(
+            self._reader_client, self.keys, self.hub, self.metrics, block_ms=reader_block_ms
+        )
+        self.handlers = Handlers(
+            client=self.client,
+            keys=self.keys,
+            hub=self.hub,
+            metrics=self.metrics,
+            gateway_id=self.gateway_id,
+            replay_depth=settings.replay_depth,
+            commands=commands,
+        )
+        self.endpoint = Endpoint(
+            hub=self.hub,
+            handlers=self.handlers,
+            tokens=self.tokens,
+            metrics=self.metrics,
+            config=EndpointConfig(
+                max_frame_bytes=settings.max_frame_bytes,
+                send_queue_max=settings.send_queue_max,
+                rate_limit_per_s=settings.rate_limit_per_s,
+                hello_grace_s=hello_grace_s,
+            ),
+        )
+        self._reader_task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Runtime:
+        self._reader_task = asyncio.create_task(self.reader.run(), name="log-reader")
+        self._reader_task.add_done_callback(self._reader_done)
+        log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close_connections(CloseCode.SERVICE_RESTART)
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader_task
+        await self.client.aclose()
+        await self._reader_client.aclose()
+        log.info("gateway %s stopped", self.gateway_id)
+
+    def _reader_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("log reader crashed", exc_info=task.exception())
+
+    def close_connections(self, code: int) -> None:
+        self.hub.close_all(code, "gateway shutting down")
+
+    async def ready(self) -> bool:
+        """Redis answers, and the reader task is alive and looped recently."""
+        task = self._reader_task
+        if task is None or task.done():
+            return False
+        if not self.reader.healthy(slack_s=self.settings.redis_socket_timeout_s + 1):
+            return False
+        try:
+            started = time.monotonic()
+            await asyncio.wait_for(self.client.ping(), self.settings.redis_socket_timeout_s)
+            log.debug("readyz ping %.1f ms", (time.monotonic() - started) * 1000)
+        except Exception:  # any failure to answer means not ready
+            return False
+        return True

@@ -1,0 +1,135 @@
+"""Gateways for tests: in-process uvicorn on a free port, or ``python -m gateway`` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from gateway.app import create_app
+from gateway.main import _Server, uvicorn_config
+from gateway.runtime import Runtime
+from shared.settings import Settings
+from tests.support.servers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RunningGateway:
+    runtime: Runtime
+    registry: CollectorRegistry
+    port: int
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
+        return self.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+@asynccontextmanager
+async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterator[RunningGateway]:
+    """An in-process gateway (real uvicorn, real sockets) on a free loopback port."""
+    port = free_port()
+    settings = settings.model_copy(update={"gateway_port": port, "gateway_host": "127.0.0.1"})
+    registry = CollectorRegistry()
+    runtime_kw.setdefault("reader_block_ms", 200)
+    runtime_kw.setdefault("hello_grace_s", 0.3)
+    runtime = Runtime(settings, registry, **runtime_kw)
+    app = create_app(settings, registry, runtime=runtime)
+    server = _Server(uvicorn_config(settings, app))
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(400):
+            if server.started and runtime.reader.synced.is_set():
+                break
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.025)
+        else:
+            raise RuntimeError("gateway did not start")
+        yield RunningGateway(runtime, registry, port)
+    finally:
+        runtime.close_connections(1012)
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)
+
+
+class GatewayProc:
+    """``python -m gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
+
+    def __init__(self, *, redis_url: str, namespace: str, tokens: str = "full-token,ro-token:read",
+                 env: dict[str, str] | None = None, log_path: Path | None = None) -> None:
+        self.port = free_port()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+        self.env.update({
+            "RELAYBUS_REDIS_URL": redis_url, "RELAYBUS_NAMESPACE": namespace,
+            "RELAYBUS_TOKENS": tokens, "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
+            "RELAYBUS_GATEWAY_PORT": str(self.port), "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
+            "PYTHONUNBUFFERED": "1",
+        })
+        self.env.update(env or {})
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def start(self, timeout_s: float = 30.0) -> GatewayProc:
+        err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env,
+                                         stdout=subprocess.DEVNULL, stderr=err)
+        finally:
+            if self.log_path:
+                err.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}")
+            try:
+                if httpx.get(f"{self.http}/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError("gateway did not become ready")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def terminate(self, timeout_s: float = 20.0) -> int:
+        assert self.proc is not None
+        self.proc.terminate()
+        return self.proc.wait(timeout_s)
+
+    def __enter__(self) -> GatewayProc:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
