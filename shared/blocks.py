@@ -13,7 +13,7 @@ Kinds produced (an open union; clients render unknown kinds as a neutral block):
 
 Long strings are cut by a :class:`Cutter` and the block gains ``truncated: true`` and
 ``originalChars`` (for ``tool``: ``truncatedFields`` maps the path of each cut string in
-``input`` to its original length).
+``input`` to its original length, 0 for a container cut because it nested too deep).
 """
 
 from __future__ import annotations
@@ -27,20 +27,28 @@ _ERROR_CLOSE = "</tool_use_error>"
 
 Block = dict[str, Any]
 
+#: Tool input nested deeper than this is replaced by ``"…"`` (recorded in truncatedFields).
+MAX_INPUT_DEPTH = 32
+#: At most this many paths are listed in a tool block's ``truncatedFields``.
+MAX_TRUNCATED_FIELDS = 16
+
 
 class Cutter:
     """Cuts strings to ``max_chars`` each and to ``total_chars`` summed over one line.
 
     ``active`` is false when the raw line is too short to hold any string worth cutting,
-    so the common case does no walking at all.
+    so the common case does no walking at all. ``walk_inputs`` also covers lines with
+    enough brackets to nest tool input deeper than :data:`MAX_INPUT_DEPTH` (orjson refuses
+    to encode past 254 levels, so such input must not reach the collector's encoder).
     """
 
-    __slots__ = ("active", "max_chars", "remaining")
+    __slots__ = ("active", "max_chars", "remaining", "walk_inputs")
 
-    def __init__(self, max_chars: int, raw_len: int) -> None:
+    def __init__(self, max_chars: int, raw: bytes) -> None:
         self.max_chars = max_chars
         self.remaining = 4 * max_chars
-        self.active = raw_len > max_chars
+        self.active = len(raw) > max_chars
+        self.walk_inputs = self.active or raw.count(b"{") + raw.count(b"[") > MAX_INPUT_DEPTH
 
     def cut(self, text: str) -> tuple[str, int]:
         """``(kept, original length)``; ``kept is text`` when nothing was cut."""
@@ -119,35 +127,42 @@ def tool_block(item: dict[str, Any], cutter: Cutter) -> Block:
         "name": item.get("name"),
         "input": tool_input,
     }
-    if cutter.active:
+    if cutter.walk_inputs:
         cut: dict[str, int] = {}
-        block["input"] = _cut_value(tool_input, "", cutter, cut)
+        block["input"] = _cut_value(tool_input, "", 0, cutter, cut)
         if cut:
             block["truncated"] = True
             block["truncatedFields"] = cut
     return block
 
 
-def _cut_value(value: Any, path: str, cutter: Cutter, cut: dict[str, int]) -> Any:
-    """``value`` with long strings cut; containers are copied only when something changed."""
+def _cut_value(value: Any, path: str, depth: int, cutter: Cutter, cut: dict[str, int]) -> Any:
+    """``value`` with long strings and deep nesting cut; containers are copied only when
+    something inside changed. ``cut`` maps the first paths cut to their original length
+    (0 for a container cut for depth)."""
     if isinstance(value, str):
-        kept, n = cutter.cut(value)
-        if kept is not value:
+        kept, n = cutter.cut(value) if cutter.active else (value, 0)
+        if kept is not value and len(cut) < MAX_TRUNCATED_FIELDS:
             cut[path or "."] = n
         return kept
+    if not isinstance(value, dict | list):
+        return value
+    if depth >= MAX_INPUT_DEPTH:
+        if len(cut) < MAX_TRUNCATED_FIELDS:
+            cut[path or "."] = 0
+        return "…"
+    depth += 1
     if isinstance(value, dict):
         new_dict = {
-            k: _cut_value(v, f"{path}.{k}" if path else str(k), cutter, cut)
+            k: _cut_value(v, f"{path}.{k}" if path else str(k), depth, cutter, cut)
             for k, v in value.items()
         }
         return value if all(new_dict[k] is value[k] for k in value) else new_dict
-    if isinstance(value, list):
-        new_list = [
-            _cut_value(v, f"{path}.{i}" if path else str(i), cutter, cut)
-            for i, v in enumerate(value)
-        ]
-        return value if all(a is b for a, b in zip(new_list, value, strict=True)) else new_list
-    return value
+    new_list = [
+        _cut_value(v, f"{path}.{i}" if path else str(i), depth, cutter, cut)
+        for i, v in enumerate(value)
+    ]
+    return value if all(a is b for a, b in zip(new_list, value, strict=True)) else new_list
 
 
 def tool_result_blocks(item: dict[str, Any], result: Any, cutter: Cutter, out: list[Block]) -> None:

@@ -44,7 +44,8 @@ def edit_info(result: dict[str, Any], max_chars: int) -> dict[str, Any] | None:
             else:
                 truncated = True
                 budget = 0
-        hunks.append({"oldStart": hunk.get("oldStart"), "lines": kept})
+        if kept or not truncated:
+            hunks.append({"oldStart": hunk.get("oldStart"), "lines": kept})
     edit: dict[str, Any] = {"added": added, "removed": removed, "hunks": hunks}
     if truncated:
         edit["truncated"] = True

@@ -15,6 +15,8 @@ from shared.blocks import Block, Cutter, content_blocks
 TERMINAL_STOPS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
 INTERRUPT_PREFIX = "[Request interrupted by user"
 SUMMARY_MAX_CHARS = 200
+#: Text blocks an IDE or hook adds beside the typed prompt: published, never the title.
+CONTEXT_PREFIXES = ("<ide_", "<system-reminder>")
 
 
 def message_content(rec: dict[str, Any]) -> Any:
@@ -57,7 +59,12 @@ def _classify_user(rec: dict[str, Any]) -> tuple[str, str | None]:
                 itype = item.get("type")
                 if itype == "tool_result":
                     has_result = True
-                elif itype == "text" and text is None and isinstance(item.get("text"), str):
+                elif (
+                    itype == "text"
+                    and text is None
+                    and isinstance(item.get("text"), str)
+                    and not item["text"].startswith(CONTEXT_PREFIXES)
+                ):
                     text = item["text"]
                 else:
                     other = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -300,3 +302,54 @@ def test_timestamp_forms(stamp: str) -> None:
     """Offsets and naive (UTC) timestamps parse to the same epoch ms; junk gives None."""
     assert project_line(user("x", timestamp=stamp)).timestamp_ms == 1770912145227
     assert project_line(user("x", timestamp="yesterday")).timestamp_ms is None
+
+
+def test_text_beside_a_tool_result_is_no_prompt() -> None:
+    """A user line holding a tool_result and extra text neither starts a turn nor titles."""
+    result = project_line(user([
+        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+        {"type": "text", "text": "hook says hi"},
+    ]))
+    assert (result.turn, result.title) == (None, None)
+    assert [b["kind"] for b in encoded(result)["blocks"]] == ["tool_result", "text"]
+
+
+def test_ide_context_blocks_are_not_the_title() -> None:
+    """IDE context text before the typed prompt is published but the prompt is the title."""
+    result = project_line(user([
+        {"type": "text", "text": "<ide_opened_file>The user opened a.py</ide_opened_file>"},
+        {"type": "text", "text": "explain this file"},
+    ]))
+    assert result.title == (1, "explain this file")
+    assert result.turn == "working"
+    assert len(encoded(result)["blocks"]) == 2
+
+
+def test_fast_path_objects_equal_constructed_ones() -> None:
+    """Results built on the fast path compare equal to ones built by the dataclass."""
+    result = project_line(line("mode", mode="normal"))
+    expected = Projected(
+        False, "mode", None, SID, "/home/u/my.project", "cli", 1770912145227,
+        False, None, None, None, False,
+    )
+    assert result == expected
+
+
+def test_fixture_timestamps_match_fromisoformat() -> None:
+    """The cached-minute timestamp path agrees with datetime.fromisoformat on every fixture line."""
+    fixtures = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
+    checked = 0
+    for path in sorted(fixtures.glob("*.jsonl")):
+        for raw in path.read_bytes().splitlines():
+            stamp = orjson.loads(raw).get("timestamp")
+            if isinstance(stamp, str):
+                expected = round(datetime.fromisoformat(stamp).timestamp() * 1000)
+                assert project_line(raw).timestamp_ms == expected
+                checked += 1
+    assert checked > 1000
+
+
+@pytest.mark.parametrize("stamp", ["2026-02-12T16:02:2x.227Z", "2026-02-12T16:02:²5.227Z"])
+def test_odd_timestamps_do_not_raise(stamp: str) -> None:
+    """Timestamps in the usual shape but with junk digits give None, never an exception."""
+    assert project_line(user("x", timestamp=stamp)).timestamp_ms is None

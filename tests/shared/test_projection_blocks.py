@@ -294,3 +294,29 @@ def test_server_tool_and_its_result() -> None:
     ])
     assert got[0]["kind"] == "tool" and got[1]["kind"] == "tool_result"
     assert got[0]["toolUseId"] == got[1]["toolUseId"] == "srvtoolu_1"
+
+
+def test_deeply_nested_tool_input_is_cut_so_it_encodes() -> None:
+    """Tool input nested past orjson's encoder limit is cut at a fixed depth; the event encodes."""
+    item = {"type": "tool_use", "id": "t", "name": "X", "input": "INPUT"}
+    deep = b'{"tree":' + b'{"a":' * 400 + b"{}" + b"}" * 400 + b"}"
+    raw = _line("assistant", [item]).replace(b'"INPUT"', deep)
+    result = project_line(raw)
+    assert result.event is not None
+    block = orjson.loads(orjson.dumps(result.event))["blocks"][0]
+    assert block["truncated"] is True
+    [(path, length)] = block["truncatedFields"].items()
+    assert path.startswith("tree.a.a.")
+    assert length == 0
+
+
+def test_truncated_fields_list_is_bounded() -> None:
+    """A tool input with thousands of cut strings lists only the first few paths."""
+    tool_input = {"todos": [{"content": "c" * 100} for _ in range(3000)]}
+    item = {"type": "tool_use", "id": "t", "name": "TodoWrite", "input": tool_input}
+    result = project_line(_line("assistant", [item]), text_max_chars=1000)
+    assert result.event is not None
+    block = result.event["blocks"][0]
+    assert block["truncated"] is True
+    assert len(block["truncatedFields"]) == 16
+    assert len(orjson.dumps(result.event)) < 200_000
