@@ -71,7 +71,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` readable by the owner only (mode 0600 from creation)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -107,7 +107,7 @@ class EmbeddedServer:
         """The server's password, created (0600) on first use and kept for later runs."""
         path = self.data_dir / "password"
         if not path.exists():
-            _write_private(path, secrets.token_hex(32) + "\n")
+            write_private(path, secrets.token_hex(32) + "\n")
         return path.read_text().strip()
 
     @property
@@ -199,7 +199,7 @@ class EmbeddedServer:
     def _launch(self, binary: str) -> bool:
         """Start one process on ``self.port``; True once it answers PING."""
         conf = self.data_dir / "server.conf"
-        _write_private(conf, self._config())
+        write_private(conf, self._config())
         self.proc = subprocess.Popen(
             [binary, str(conf)],
             stdin=subprocess.DEVNULL,

@@ -1,0 +1,207 @@
+"""``relaybus up``: a collector and a gateway in one process, for one machine, no Docker.
+
+Without a configured ``RELAYBUS_REDIS_URL`` (flag, environment or ``.env``) a private
+embedded server is started (``shared.embedded``) and stopped last. Without tokens (and
+without ``RELAYBUS_ALLOW_ANONYMOUS``) one is generated on first run and kept. State lives
+in ``$XDG_STATE_HOME/relaybus`` (default ``~/.local/state/relaybus``).
+
+SIGTERM or SIGINT sets one stop event shared by both components; each stops its intake
+and finishes its work in flight, then the embedded server is shut down. A second signal
+cancels what is still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import SecretStr
+
+from collector.service import serve as serve_collector
+from gateway.main import serve as serve_gateway
+from shared.embedded import EmbeddedServer, EmbeddedServerError, write_private
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_S = 30.0
+READY_TIMEOUT_S = 60.0
+#: A non-routable address: connecting a UDP socket to it selects the outgoing interface
+#: without sending a packet.
+_PROBE_ADDR = ("10.254.254.254", 1)
+
+
+def state_dir() -> Path:
+    """``$XDG_STATE_HOME/relaybus``, or ``~/.local/state/relaybus``."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "relaybus"
+
+
+def ensure_token(directory: Path) -> str:
+    """The token stored in ``directory/token`` (mode 0600), generated on first use."""
+    path = directory / "token"
+    token = path.read_text().strip() if path.exists() else ""
+    if not token:
+        token = secrets.token_urlsafe(24)
+        write_private(path, token + "\n")
+        log.info("generated a client token in %s", path)
+    return token
+
+
+def lan_address() -> str:
+    """This machine's address on its LAN (the interface of the default route), else loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(_PROBE_ADDR)  # UDP connect: a routing decision, no traffic
+            address = str(s.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+    return "127.0.0.1" if address.startswith("0.") else address
+
+
+def phone_url(settings: Settings, token: str | None) -> str:
+    """The URL to open on a phone: the LAN address unless the gateway listens on one host."""
+    bound = settings.gateway_host
+    host = lan_address() if bound in ("0.0.0.0", "", "::") else bound
+    url = f"http://{host}:{settings.gateway_port}/"
+    return f"{url}?token={quote(token, safe='')}" if token else url
+
+
+def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None) -> str:
+    lines = ["", "relaybus is up.", f"  Open on your phone:  {phone_url(settings, token)}"]
+    if token:
+        lines.append(f"  Token:               {token}")
+    if server is not None:
+        lines.append(f"  Redis:               embedded, data in {server.data_dir}")
+    lines += [f"  Watching:            {settings.claude_dir}", "  Stop with Ctrl-C.", ""]
+    return "\n".join(lines)
+
+
+async def _wait_port(host: str, port: int, stop: asyncio.Event) -> bool:
+    """Poll until ``host:port`` accepts a TCP connection; False on stop or timeout."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READY_TIMEOUT_S
+    while not stop.is_set() and loop.time() < deadline:
+        try:
+            _reader, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
+    return False
+
+
+async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
+    """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    components: dict[str, Coroutine[Any, Any, None]] = {
+        "gateway": serve_gateway(settings, stop),
+        "collector": serve_collector(settings, stop),
+    }
+    tasks: dict[asyncio.Task[None], str] = {
+        asyncio.create_task(c, name=f"up-{n}"): n for n, c in components.items()
+    }
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            log.warning("second %s: cancelling", signal.Signals(signum).name)
+            for task in tasks:
+                task.cancel()
+            return
+        log.info("%s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    probe = "127.0.0.1" if settings.gateway_host in ("0.0.0.0", "", "::") else settings.gateway_host
+    ready = asyncio.create_task(_wait_port(probe, settings.gateway_port, stop), name="up-ready")
+    ready.add_done_callback(lambda t: on_ready() if not t.cancelled() and t.result() else None)
+    failed = False
+    try:
+        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if not stop.is_set():
+            failed = True
+            for task in done:
+                exc = None if task.cancelled() else task.exception()
+                log.error("%s stopped unexpectedly", tasks[task], exc_info=exc)
+            stop.set()
+        _done, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_S)
+        for task in pending:
+            log.warning("%s did not stop within %.0f s; cancelling", tasks[task], SHUTDOWN_S)
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for task, result in zip(tasks, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                failed = True
+                log.error("%s failed", tasks[task], exc_info=result)
+    finally:
+        ready.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+            # Shutdown is under way until the embedded server is stopped: further signals
+            # must not cut it short (asyncio would restore the default, fatal handler).
+            signal.signal(sig, signal.SIG_IGN)
+    return 1 if failed else 0
+
+
+class _Interrupted(Exception):
+    """A signal arrived while the event loop was not running (start-up)."""
+
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def _set_handlers(handler: _Handler) -> dict[signal.Signals, _Handler]:
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise _Interrupted(signal.Signals(signum).name)
+
+
+def run(settings: Settings) -> int:
+    """Entry of ``relaybus up``."""
+    directory = state_dir()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    server: EmbeddedServer | None = None
+    token: str | None = None
+    code = 0
+    # Until the event loop takes over, a signal raises so that the ``finally`` still runs.
+    previous = _set_handlers(_raise_interrupted)
+    try:
+        if "redis_url" not in settings.model_fields_set:
+            server = EmbeddedServer(directory / "server")
+            settings = settings.model_copy(update={"redis_url": SecretStr(server.start())})
+        if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
+            token = ensure_token(directory)
+            settings = settings.model_copy(update={"tokens": SecretStr(token)})
+        banner = _banner(settings, token, server)
+        code = asyncio.run(serve_both(settings, lambda: print(banner, flush=True)))
+    except EmbeddedServerError as exc:
+        print(f"relaybus: {exc}", file=sys.stderr)
+        code = 1
+    except _Interrupted as exc:
+        log.info("%s during start-up: stopping", exc)
+    finally:
+        _set_handlers(signal.SIG_IGN)  # the server stops last and is not cut short
+        if server is not None:
+            server.stop()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    return code
