@@ -1,0 +1,202 @@
+"""Consume this host's command stream ``{ns}:cmd:<host>`` and answer each command once.
+
+Read with the consumer group ``collectors`` (consumer name = host id, so a restarted
+collector gets its own pending entries back first). Each command is executed at most
+once: ``SET {ns}:cmddone:<id> running NX`` precedes execution and the record then holds
+the reply, so a redelivered command is answered again, never run again. A command past
+its deadline is answered ``timeout`` without running. The reply (XADD to the gateway's
+reply stream, with a cap and an expiry) and the XACK are one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry, Counter
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from shared import commands as c
+from shared.commands import Command, EnvelopeError, Reply
+from shared.keys import Keys
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Command], Awaitable[Reply]]
+
+RUNNING = b"running"
+CLAIM_IDLE_MS = 30_000
+READ_COUNT = 16
+MAX_BACKOFF_S = 5.0
+
+
+class TraceMap:
+    """The seed's traceId inheritance: a prompt's traceId labels its session's events for ``ttl_s``."""
+
+    def __init__(self, ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._entries: dict[str, tuple[str, float]] = {}
+
+    def remember(self, session_id: str, trace_id: str | None) -> None:
+        now = self._clock()
+        self._entries = {s: e for s, e in self._entries.items() if e[1] > now}
+        if trace_id:
+            self._entries[session_id] = (trace_id, now + self._ttl_s)
+
+    def get(self, session_id: str) -> str | None:
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return None
+        if entry[1] <= self._clock():
+            del self._entries[session_id]
+            return None
+        return entry[0]
+
+
+class CommandMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.commands = Counter(
+            "relaybus_collector_commands_total",
+            "Commands handled by this collector, by type and outcome",
+            ["type", "outcome"],
+            registry=registry,
+        )
+
+    def count(self, cmd_type: str, outcome: str) -> None:
+        known = cmd_type if cmd_type in c.COMMAND_TYPES else "other"
+        self.commands.labels(known, outcome).inc()
+
+
+class CommandConsumer:
+    """The collector's command loop. ``handlers`` maps a command type to its executor."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        settings: Settings,
+        handlers: Mapping[str, Handler],
+        metrics: CommandMetrics,
+        *,
+        block_ms: int = 1000,
+    ) -> None:
+        """``client`` must allow reads of ``block_ms`` (``shared.redis_conn.connect(block_ms=…)``)."""
+        self._client = client
+        self._keys = Keys(settings.namespace)
+        self._host = settings.host_id
+        self._stream = self._keys.cmd(settings.host_id)
+        self._handlers = handlers
+        self._metrics = metrics
+        self._block_ms = block_ms
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set; Redis outages are waited out with backoff."""
+        backoff = 0.1
+        recovered = False
+        log.info("command consumer started on %s", self._stream)
+        while not stop.is_set():
+            try:
+                if not recovered:
+                    await c.ensure_group(self._client, self._stream)
+                    await self._recover()
+                    recovered = True
+                await self._read_once(">")
+                backoff = 0.1
+            except ResponseError as exc:
+                if not str(exc).startswith("NOGROUP"):
+                    raise
+                log.warning("command group vanished (Redis lost data?): recreating")
+                recovered = False
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                log.warning("command stream unavailable: %s; retrying in %.1fs", exc, backoff)
+                recovered = False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff * (1 + random.random()))
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+        log.info("command consumer stopped")
+
+    async def _recover(self) -> None:
+        """Take back what a previous run of this collector read but never acknowledged."""
+        while await self._read_once("0", block=False):
+            pass
+        claimed: Any = await self._client.xautoclaim(
+            self._stream, c.GROUP, self._host, CLAIM_IDLE_MS, "0-0", count=100
+        )
+        for entry_id, fields in claimed[1]:
+            if fields is not None:
+                await self._handle(entry_id, fields)
+
+    async def _read_once(self, start: str, *, block: bool = True) -> int:
+        response: Any = await self._client.xreadgroup(
+            c.GROUP,
+            self._host,
+            {self._stream: start},
+            count=READ_COUNT,
+            block=self._block_ms if block else None,
+        )
+        handled = 0
+        for _stream, entries in response or []:
+            for entry_id, fields in entries:
+                if fields:
+                    await self._handle(entry_id, fields)
+                else:  # pending entry trimmed from the stream: nothing left to run
+                    await self._client.xack(self._stream, c.GROUP, entry_id)
+                handled += 1
+        return handled
+
+    async def _handle(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
+        try:
+            cmd = Command.from_fields(fields)
+        except EnvelopeError as exc:
+            log.warning("dropping malformed command %s: %s", entry_id, exc)
+            self._metrics.count("other", "malformed")
+            await self._client.xack(self._stream, c.GROUP, entry_id)
+            return
+        outcome, reply = await self._execute_once(cmd)
+        reply_stream = self._keys.reply(cmd.gateway_id)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.xadd(reply_stream, reply.fields(), maxlen=c.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            pipe.expire(reply_stream, c.REPLY_TTL_S)
+            pipe.xack(self._stream, c.GROUP, entry_id)
+            await pipe.execute()
+        self._metrics.count(cmd.type, outcome)
+        log.info(
+            "command %s %s session=%s trace=%s: %s",
+            cmd.id,
+            cmd.type,
+            cmd.session_id or "-",
+            cmd.trace_id or "-",
+            outcome,
+        )
+
+    async def _execute_once(self, cmd: Command) -> tuple[str, Reply]:
+        if c.now_ms() > cmd.deadline_ms:
+            return "expired", Reply.failure(cmd.id, c.TIMEOUT, "the command expired before it ran")
+        done = c.done_key(self._keys, cmd.id)
+        if not await self._client.set(done, RUNNING, nx=True, ex=c.DONE_TTL_S):
+            prior = await self._client.get(done)
+            if isinstance(prior, bytes) and prior != RUNNING:
+                return "duplicate", Reply.from_fields({b"id": cmd.id.encode(), b"r": prior})
+            return "duplicate", Reply.failure(
+                cmd.id, c.UNKNOWN_OUTCOME, "the collector restarted while running this command"
+            )
+        handler = self._handlers.get(cmd.type)
+        if handler is None:
+            reply = Reply.failure(cmd.id, c.INVALID, f"unsupported command {cmd.type!r}")
+        else:
+            try:
+                reply = await handler(cmd)
+            except Exception:
+                log.exception("command %s (%s) failed", cmd.id, cmd.type)
+                reply = Reply.failure(cmd.id, c.BRIDGE_ERROR, "the command failed on the host")
+        await self._client.set(done, reply.fields()["r"], xx=True, keepttl=True)
+        return ("ok" if reply.ok else reply.code or "error"), reply
