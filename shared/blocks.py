@@ -123,8 +123,8 @@ def tool_block(item: dict[str, Any], cutter: Cutter) -> Block:
     tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     block: Block = {
         "kind": "tool",
-        "toolUseId": item.get("id"),
-        "name": item.get("name"),
+        "toolUseId": _str(item.get("id")),
+        "name": _str(item.get("name")),
         "input": tool_input,
     }
     if cutter.walk_inputs:
@@ -189,7 +189,7 @@ def tool_result_blocks(item: dict[str, Any], result: Any, cutter: Cutter, out: l
         text = result
     block: Block = {
         "kind": "tool_result",
-        "toolUseId": item.get("tool_use_id"),
+        "toolUseId": _str(item.get("tool_use_id")),
         "isError": is_error,
     }
     if text is not None:
@@ -215,6 +215,10 @@ def _result_details(result: dict[str, Any], max_chars: int, block: Block) -> Non
         edit = edit_info(result, max_chars)
         if edit is not None:
             block["edit"] = edit
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def media_block(kind: str, item: dict[str, Any]) -> Block:

@@ -45,7 +45,8 @@ def edit_info(result: dict[str, Any], max_chars: int) -> dict[str, Any] | None:
                 truncated = True
                 budget = 0
         if kept or not truncated:
-            hunks.append({"oldStart": hunk.get("oldStart"), "lines": kept})
+            start = hunk.get("oldStart")
+            hunks.append({"oldStart": start if isinstance(start, int) else None, "lines": kept})
     edit: dict[str, Any] = {"added": added, "removed": removed, "hunks": hunks}
     if truncated:
         edit["truncated"] = True

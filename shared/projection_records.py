@@ -31,7 +31,8 @@ def classify(rtype: str, rec: dict[str, Any]) -> tuple[str, str | None]:
     if rtype == "assistant":
         message = rec.get("message")
         stop = message.get("stop_reason") if isinstance(message, dict) else None
-        return ("assistant/terminal" if stop in TERMINAL_STOPS else "assistant"), None
+        terminal = isinstance(stop, str) and stop in TERMINAL_STOPS
+        return ("assistant/terminal" if terminal else "assistant"), None
     if rtype == "system":
         subtype = rec.get("subtype")
         return (f"system/{subtype}" if isinstance(subtype, str) else rtype), None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -113,3 +114,48 @@ def test_compacted_session_titles_and_turns() -> None:
     assert len(summary) == 1
     assert summary[0].turn is None
     assert summary[0].title is None
+
+
+_ODD_VALUES: list[object] = [
+    None, True, 0, -1, 1.5, "", "x" * 70_000, [], {}, [None], {"": None},
+    "<tool_use_error>", "<command-name>", "[Request interrupted by user", "2026-13-45T99:99:99.999Z",
+]
+
+
+def _deep() -> object:
+    value: object = {}
+    for _ in range(300):
+        value = {"d": [value]}
+    return value
+
+
+def _mutations(rec: object, rng: random.Random) -> object:
+    """``rec`` with one value somewhere replaced by an odd one (wrong type, huge, deep)."""
+    if isinstance(rec, dict) and rec:
+        key = rng.choice(list(rec))
+        out = dict(rec)
+        out[key] = _mutations(rec[key], rng) if rng.random() < 0.6 else rng.choice(_ODD_VALUES)
+        return out
+    if isinstance(rec, list) and rec:
+        i = rng.randrange(len(rec))
+        return [*rec[:i], _mutations(rec[i], rng), *rec[i + 1 :]]
+    return _deep() if rng.random() < 0.05 else rng.choice(_ODD_VALUES)
+
+
+def test_mutated_fixture_lines_never_raise_and_always_encode() -> None:
+    """Fixture lines with odd values anywhere project without error and the event encodes."""
+    rng = random.Random(20261130)
+    lines = [line for path in FILES for line in path.read_bytes().splitlines()]
+    checked = 0
+    for raw in rng.sample(lines, 400):
+        rec = orjson.loads(raw)
+        for _ in range(5):
+            try:
+                mutated = orjson.dumps(_mutations(rec, rng))
+            except TypeError:  # too deep for orjson to write: not a line Claude Code can produce
+                continue
+            result = project_line(mutated)
+            if result.event is not None:
+                assert len(orjson.dumps(result.event)) < 4 * 16_384 + 2 * 65_536 + 10_000
+            checked += 1
+    assert checked > 1500
