@@ -1,9 +1,9 @@
 """Claude Code transcript line -> what relaybus publishes. Pure: bytes in, a value out.
 
-The only code (with :mod:`shared.blocks` and :mod:`shared.edits`) that knows Claude Code's
-JSONL format. :func:`project_line` parses a line once and returns a :class:`Projected`:
-whether to publish, the wire ``event`` ``{type, blocks, data, …}``, and the record facts
-the collector needs (session, cwd, time, sidechain, title candidate, turn signal).
+The only code (with :mod:`shared.projection_records`, :mod:`shared.blocks` and
+:mod:`shared.edits`) that knows Claude Code's JSONL format. :func:`project_line` parses a
+line once and returns a :class:`Projected`: whether to publish, the wire ``event``, and the
+record facts the collector needs (session, cwd, time, sidechain, title candidate, turn).
 
 Every line is classified to a key (its ``type``, refined as ``type/detail``) and looked up
 in :data:`RULES`, the one table deciding what reaches clients (``drop`` is None), what is
@@ -11,37 +11,44 @@ bookkeeping (``drop`` is the metric label), which title candidate it yields and 
 signal. A refined key missing from the table falls back to its type; an unknown type is
 published as a neutral event (``blocks: []``). Summary of the table:
 
-================================  =========================  ======================
+================================  =========================  ==========================
 key                               published as               drop / title / turn
-================================  =========================  ======================
+================================  =========================  ==========================
 user/prompt                       content blocks             title 1, working
 user/command (``/cmd args``)      text ``/cmd args``         title 1, working
 user/bare-command (``/clear``)    text ``/cmd``              working
 user/command-output               text (stdout/stderr)       idle
 user/interrupt                    text                       idle
 user/tool-result, user/other      content blocks             -
-user/bash, user/bash-output       text                       -
+user/bash, user/bash-output       text (``! cmd``, output)   -
 user/compact-summary              text, ``compactSummary``   -
 user/meta, user/caveat            -                          drop ``meta``
 assistant, assistant/terminal     content blocks             terminal: idle
 system/<subtype> (default)        ``content`` as text        -
-system/turn_duration              -                          drop, idle
-system/stop_hook_summary          -                          drop
+system/turn_duration              -                          drop ``turn-duration``, idle
+system/stop_hook_summary          -                          drop ``stop-hook-summary``
 attachment/queued_command         ``notification`` block     -
 attachment/<other>                -                          drop ``attachment``
 custom-title/agent-name/          -                          drop ``title``,
 ai-title/summary                                             rank 5/4/3/2
-progress, file-history-snapshot,  -                          drop, label = type
+progress, file-history-snapshot,  -                          drop, label = the type
 queue-operation, last-prompt,
 mode, permission-mode, cost-state
-================================  =========================  ======================
+(blank line)                      -                          drop ``blank``
+================================  =========================  ==========================
 
-Sidechain (sub-agent) lines never give a turn signal or a title; their events carry
-``sidechain: true`` and ``agentId`` when the record names it. Assistant ``stop_reason`` is
-unreliable (null on most lines in some versions), so ``system/turn_duration`` and the
+The ``event`` is ``{type, blocks, data}`` plus additive fields: ``sidechain``/``agentId``
+on sub-agent lines, ``uuid``, ``messageId`` (assistant; the split lines of one API message
+share it), ``subtype`` (system), ``compactSummary``, ``oversize``. ``data`` is the raw
+line as an ``orjson.Fragment`` up to ``data_max_bytes``, else ``{type, truncated, bytes}``.
+A queued task notification becomes ``{kind: "notification", source, text, summary?}``; a
+prompt queued while Claude worked (``commandMode: prompt``) becomes its text blocks.
+
+Sidechain (sub-agent) lines never give a turn signal or a title. Assistant ``stop_reason``
+is unreliable (null on most lines in some versions), so ``system/turn_duration`` and the
 collector's backstop also end turns. A ``<local-command-stdout>`` line ends the turn its
-``/command`` line started (``/compact`` writes nothing else). A blank line is dropped
-(``blank``); bytes that are not a UTF-8 JSON object are published as type ``unknown``.
+``/command`` line started (``/compact`` writes nothing else). Bytes that are not a UTF-8
+JSON object are published as type ``unknown`` with ``malformed`` set.
 """
 
 from __future__ import annotations
