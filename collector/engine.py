@@ -162,7 +162,11 @@ class Engine:
         ):
             value = backfill.offset_value(end, ident.dev, ident.ino)
             batch = AppendBatch(entry.sid or "", [], key, entry.committed, value)
-            await self.pub.append(batch)
+            try:
+                await self.pub.append(batch)
+            except OffsetConflict as exc:
+                self._adopt(entry, exc.committed)
+                return
             tail.commit(end)
             entry.committed = value
             log.info("file %s: registered at offset %d (no backfill)", key, end)
@@ -189,6 +193,10 @@ class Engine:
                 entry.sid, plan.events, key, entry.committed, value, plan.hash, plan.activity_ms
             )
             await self.pub.append(batch)
+        except OffsetConflict as exc:
+            tail.offset = 0
+            self._adopt(entry, exc.committed)
+            return
         except BaseException:
             tail.offset = 0
             raise

@@ -1,0 +1,239 @@
+"""The collector as a real process: crashes, Redis outages, data loss, signals, live processes."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import redis
+
+from shared.keys import Keys
+from tests.support.collector_proc import CollectorProc
+from tests.support.collector_records import (
+    append,
+    assistant_line,
+    frames_of,
+    poll,
+    session_texts,
+    transcript,
+    user_line,
+)
+from tests.support.servers import RedisServer, free_port
+
+
+def proc_for(srv: RedisServer, namespace: str, claude_dir: Path, **env: str) -> CollectorProc:
+    return CollectorProc(redis_url=srv.url, namespace=namespace, claude_dir=claude_dir, env=env)
+
+
+def user_texts(client: redis.Redis, keys: Keys, sid: str) -> list[str]:
+    return [t for t in session_texts(client, keys, sid) if t.startswith("line-")]
+
+
+def assert_log_contiguous(client: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
+    log = frames_of(client, keys.log)
+    assert [f["seqId"] for f in log] == list(range(1, len(log) + 1))
+    assert int(client.get(keys.seq) or 0) == len(log)
+    return log
+
+
+def test_sigkill_at_random_points_loses_and_duplicates_nothing(
+    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """A writer appends while the collector is SIGKILLed and restarted: each line once, in order."""
+    client = server.client()
+    path = transcript(claude_dir, "crash")
+    proc = proc_for(server, namespace, claude_dir, RELAYBUS_BATCH_MAX_LINES="7")
+    total = 400
+    try:
+        proc.start()
+        append(path, user_line("crash", "line-0"))
+        poll(lambda: user_texts(client, keys, "crash"))
+        done = threading.Event()
+
+        def writer() -> None:
+            for i in range(1, total):
+                append(path, user_line("crash", f"line-{i}"))
+                if i % 5 == 0:
+                    append(path, assistant_line("crash", f"reply-{i}"))
+                time.sleep(0.004)
+            done.set()
+
+        t = threading.Thread(target=writer)
+        t.start()
+        rng = random.Random(7)
+        kills = 0
+        while not done.is_set() or kills < 4:
+            time.sleep(rng.uniform(0.05, 0.5))
+            proc.kill()
+            kills += 1
+            proc.start(wait_ready_s=0)
+            if kills > 40:
+                break
+        t.join(60)
+        proc.wait_ready()
+        want = [f"line-{i}" for i in range(total)]
+        poll(lambda: len(user_texts(client, keys, "crash")) >= total, timeout_s=60)
+        assert user_texts(client, keys, "crash") == want
+        events = frames_of(client, keys.session_events("crash"))
+        assert [f["sessionSeq"] for f in events] == list(range(1, len(events) + 1))
+        assert_log_contiguous(client, keys)
+        assert kills >= 4
+    finally:
+        proc.stop()
+        client.close()
+
+
+def test_redis_outage_then_catch_up(private_server: Any, namespace: str, keys: Keys, claude_dir: Path) -> None:
+    """With Redis down the collector keeps running; restarted on the same port, all lines arrive once."""
+    srv: RedisServer = private_server(appendonly=True)
+    client = srv.client()
+    path = transcript(claude_dir, "out")
+    proc = proc_for(srv, namespace, claude_dir)
+    try:
+        proc.start()
+        append(path, user_line("out", "line-0"))
+        poll(lambda: user_texts(client, keys, "out"))
+        srv.stop()
+        for i in range(1, 30):
+            append(path, user_line("out", f"line-{i}"))
+        time.sleep(1.0)  # the collector meets the outage (reads, fails, backs off)
+        assert proc.alive()
+        srv.start()
+        poll(lambda: len(user_texts(client, keys, "out")) >= 30, timeout_s=60)
+        time.sleep(0.5)
+        assert user_texts(client, keys, "out") == [f"line-{i}" for i in range(30)]
+        assert_log_contiguous(client, keys)
+        assert "redis unavailable" in proc.log()
+    finally:
+        proc.stop()
+        client.close()
+
+
+def test_flushall_gets_a_new_epoch_and_recent_history(
+    private_server: Any, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """After FLUSHALL the collector makes a new epoch, republishes recent history, then goes on."""
+    srv: RedisServer = private_server()
+    client = srv.client()
+    path = transcript(claude_dir, "fl")
+    proc = proc_for(srv, namespace, claude_dir, RELAYBUS_BACKFILL_EVENTS="5")
+    try:
+        proc.start()
+        append(path, b"".join(user_line("fl", f"line-{i}") for i in range(20)))
+        poll(lambda: len(user_texts(client, keys, "fl")) == 20)
+        old_epoch = client.get(keys.epoch)
+        client.flushall()
+        poll(lambda: client.get(keys.epoch) not in (None, old_epoch), timeout_s=30)
+        poll(lambda: user_texts(client, keys, "fl") == [f"line-{i}" for i in range(15, 20)])
+        append(path, user_line("fl", "line-20"))
+        poll(lambda: user_texts(client, keys, "fl")[-1:] == ["line-20"])
+        assert user_texts(client, keys, "fl") == [f"line-{i}" for i in range(15, 21)]
+        assert_log_contiguous(client, keys)
+    finally:
+        proc.stop()
+        client.close()
+
+
+def test_sigterm_exits_zero_quickly_and_clears_the_heartbeat(
+    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """SIGTERM: exit code 0 within a few seconds, heartbeat removed; it carried host and version."""
+    client = server.client()
+    proc = proc_for(server, namespace, claude_dir)
+    try:
+        proc.start()
+        beat = orjson.loads(client.get(keys.host("testhost")) or b"{}")
+        assert beat["host"] == "testhost" and beat["pid"] == proc.pid and beat["version"]
+        assert 0 < client.ttl(keys.host("testhost")) <= 15
+        t0 = time.monotonic()
+        assert proc.terminate(timeout_s=10) == 0
+        assert time.monotonic() - t0 < 8
+        assert client.exists(keys.host("testhost")) == 0
+    finally:
+        proc.stop()
+        client.close()
+
+
+def test_file_created_while_down_is_published_on_start(
+    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """A transcript written while no collector ran is published when one starts."""
+    client = server.client()
+    proc = proc_for(server, namespace, claude_dir)
+    try:
+        proc.start()
+        assert proc.terminate() == 0
+        path = transcript(claude_dir, "late")
+        append(path, user_line("late", "line-0") + user_line("late", "line-1"))
+        proc.start()
+        poll(lambda: user_texts(client, keys, "late") == ["line-0", "line-1"])
+        append(path, user_line("late", "line-2"))
+        poll(lambda: len(user_texts(client, keys, "late")) == 3)
+    finally:
+        proc.stop()
+        client.close()
+
+
+def test_turns_follow_a_real_live_process_file(
+    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """sessions/<pid>.json of a running process drives turn_status; its death ends the session."""
+    client = server.client()
+    proc = proc_for(server, namespace, claude_dir)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    pf = claude_dir / "sessions" / f"{sleeper.pid}.json"
+
+    def state() -> bytes | None:
+        value = client.hget(keys.session("live1"), "state")
+        return value if isinstance(value, bytes) else None
+
+    try:
+        proc.start()
+        pf.write_bytes(orjson.dumps({"pid": sleeper.pid, "sessionId": "live1", "cwd": "/w", "status": "busy"}))
+        poll(lambda: state() == b"working")
+        pf.write_bytes(
+            orjson.dumps(
+                {"pid": sleeper.pid, "sessionId": "live1", "cwd": "/w", "status": "waiting", "waitingFor": "edit"}
+            )
+        )
+        poll(lambda: state() == b"waiting")
+        assert client.hget(keys.session("live1"), "waitingFor") == b"edit"
+        sleeper.kill()
+        sleeper.wait(10)
+        poll(lambda: client.hget(keys.session("live1"), "ended") == b"1")
+        kinds = [f["type"] for f in frames_of(client, keys.log)]
+        assert kinds[0] == "session_started" and kinds[-1] == "session_ended"
+    finally:
+        sleeper.kill()
+        proc.stop()
+        client.close()
+
+
+def test_metrics_endpoint_serves_collector_metrics(
+    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """With a metrics port set, /metrics exposes the collector's counters."""
+    client = server.client()
+    port = free_port()
+    proc = proc_for(server, namespace, claude_dir, RELAYBUS_COLLECTOR_METRICS_PORT=str(port))
+    try:
+        proc.start()
+        append(transcript(claude_dir, "m1"), user_line("m1", "line-0"))
+        poll(lambda: user_texts(client, keys, "m1"))
+
+        def scraped() -> str | None:
+            body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            return body if "relaybus_collector_lines_published_total 1.0" in body else None
+
+        body = poll(scraped)
+        assert "relaybus_collector_append_latency_seconds_bucket" in body
+    finally:
+        proc.stop()
+        client.close()
