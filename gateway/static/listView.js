@@ -3,6 +3,14 @@
 import { h } from "./dom.js";
 import { formatAgo, sessionTitle } from "./toolDisplay.js";
 
+const CWD_CHARS = 40;
+
+/** Long paths keep their end, which names the project: "…/work/relaybus". */
+function shortCwd(cwd) {
+  const text = String(cwd ?? "");
+  return text.length > CWD_CHARS ? `…${text.slice(-(CWD_CHARS - 1))}` : text;
+}
+
 function badge(s) {
   if (s.state === "working") return h("span", { class: "badge working" }, h("i", { class: "dot" }), "working");
   if (s.state === "waiting") return h("span", { class: "badge waiting" }, "waiting");
@@ -26,7 +34,7 @@ export function renderList(ul, empty, sessions, now, onOpen) {
             "div",
             { class: "smeta" },
             s.host ? h("span", { class: "host" }, s.host) : null,
-            h("span", { class: "cwd" }, s.cwd ?? ""),
+            h("span", { class: "cwd", title: s.cwd ?? "" }, shortCwd(s.cwd)),
           ),
           h("div", { class: "sago" }, formatAgo(Number(s.lastActivity) || Number(s.startedAt), now)),
         ),

@@ -17,7 +17,13 @@ const KNOWN_TYPES = new Set([...USER_TYPES, "assistant", "tool_use", "tool_resul
 function alignOf(type) {
   if (USER_TYPES.has(type)) return "user";
   if (type === "assistant" || type === "tool_use" || type === "thinking") return "assistant";
-  return "neutral";
+  return "other";
+}
+
+function cutNote(block) {
+  if (block.truncated !== true) return null;
+  const n = Number.isFinite(block.originalChars) ? ` of ${block.originalChars} characters` : "";
+  return h("div", { class: "cut" }, `Shortened by the server (showing part${n}).`);
 }
 
 /** A coloured diff of edit hunks plus "Added N lines, removed M lines". */
@@ -132,10 +138,15 @@ export class ChatRenderer {
       wrap.append(neutral(label, ""));
       return wrap;
     }
+    this.lastResultRow = null;
     for (const block of blocks) {
       const node = this.blockNode(block, alignOf(type));
       if (node) wrap.append(node);
+      if (block?.kind !== "tool_result" && block?.kind !== "image" && block?.kind !== "document") {
+        this.lastResultRow = null;
+      }
     }
+    this.lastResultRow = null;
     return wrap.childElementCount ? wrap : null;
   }
 
@@ -144,32 +155,51 @@ export class ChatRenderer {
     switch (block.kind) {
       case "text": {
         const text = String(block.text ?? "");
-        return text.trim() ? h("div", { class: `bubble ${align}` }, text) : null;
+        return text.trim() ? h("div", { class: `bubble ${align}` }, text, cutNote(block)) : null;
       }
-      case "thinking":
+      case "thinking": {
+        const text = String(block.text ?? "");
         return h(
           "details",
           { class: "thinking" },
-          h("summary", {}, "Thinking"),
-          h("div", { class: "ttext" }, String(block.text ?? "")),
+          h("summary", {}, text ? "Thinking" : "Thinking (not recorded)"),
+          text ? h("div", { class: "ttext" }, text, cutNote(block)) : null,
         );
+      }
       case "tool":
         return this.toolRow(block);
       case "tool_result":
         return this.attachResult(block);
       case "image":
-        return h(
+      case "document": {
+        const what = block.kind === "image" ? "Image" : "Document";
+        const ph = h(
           "div",
           { class: "image-ph" },
-          `Image · ${block.mediaType || "unknown type"} · ${formatBytes(block.bytes)}`,
+          `${what} · ${block.mediaType || "unknown type"} · ${formatBytes(block.bytes)}`,
         );
+        // Media right after a tool result belongs to that result's row.
+        if (this.lastResultRow) {
+          this.lastResultRow.querySelector(":scope > .result")?.append(ph);
+          return null;
+        }
+        return ph;
+      }
       case "notification":
-        return neutral(block.source ? `Notice · ${block.source}` : "Notice", String(block.text ?? ""));
+        return this.notice(block);
       default: {
         const text = block.text ?? block.label ?? block.name ?? "";
         return neutral(`(${String(block.kind ?? "unknown")} block)`, String(text));
       }
     }
+  }
+
+  notice(block) {
+    const text = String(block.text ?? "");
+    const summary = typeof block.summary === "string" && block.summary ? block.summary : "";
+    const node = neutral(block.source ? `Notice · ${block.source}` : "Notice", summary || text);
+    if (summary && text) node.append(h("details", {}, h("summary", {}, "Details"), h("pre", {}, text)));
+    return node;
   }
 
   toolRow(block) {
@@ -198,6 +228,9 @@ export class ChatRenderer {
   attachResult(block) {
     const row = this.toolRows.get(block.toolUseId);
     const view = resultView(block);
+    const note = cutNote(block);
+    if (note) view.append(note);
+    this.lastResultRow = row ?? null;
     if (!row) return h("div", { class: "tool orphan" }, h("div", { class: "thead" }, "Tool result"), view);
     row.querySelector(":scope > .result")?.remove();
     row.classList.remove("pending");
@@ -227,7 +260,7 @@ export class ChatRenderer {
       slot.agentId = key;
       slot.row.append(group);
     } else {
-      this.list.append(h("div", { class: "item neutral" }, group));
+      this.list.append(h("div", { class: "item other" }, group));
     }
     this.groups.set(key, body);
     return body;

@@ -1,0 +1,237 @@
+"""Helpers for the web client's browser tests: a real gateway process and transcript lines.
+
+    gw = GatewayProc(redis_url=..., namespace=ns, workdir=tmp_path).start()
+    gw.url                  # http://127.0.0.1:<port>/
+    gw.kill(); gw.start()   # SIGKILL and restart on the same port
+
+Transcript lines follow Claude Code's record shapes (see tests/data/claude-jsonl/); the
+collector projects them into typed blocks, which is all the client ever renders.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tests.support.collector_records import CWD
+from tests.support.servers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "web-test-token"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+class GatewayProc:
+    """``python -m gateway`` on a fixed loopback port (kept across restarts)."""
+
+    def __init__(self, *, redis_url: str, namespace: str, workdir: Path, token: str = TOKEN) -> None:
+        self.redis_url = redis_url
+        self.namespace = namespace
+        self.token = token
+        self.port = free_port()
+        self.log_path = workdir / "gateway.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+        env.update(
+            {
+                "RELAYBUS_REDIS_URL": self.redis_url,
+                "RELAYBUS_NAMESPACE": self.namespace,
+                "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
+                "RELAYBUS_GATEWAY_PORT": str(self.port),
+                "RELAYBUS_TOKENS": self.token,
+                "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def start(self, timeout_s: float = 30.0) -> GatewayProc:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway"],
+                cwd=REPO,
+                env=self.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}: {self.log()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}readyz", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gateway not ready after {timeout_s}s: {self.log()}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL, as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except FileNotFoundError:
+            return ""
+
+
+# --- transcript lines ------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _record(sid: str, rtype: str, **extra: Any) -> bytes:
+    rec: dict[str, Any] = {
+        "parentUuid": None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": CWD,
+        "sessionId": sid,
+        "version": "2.1.39",
+        "type": rtype,
+        "uuid": str(uuid.uuid4()),
+        "timestamp": _now(),
+    }
+    rec.update(extra)
+    return orjson.dumps(rec) + b"\n"
+
+
+def _assistant(sid: str, content: list[dict[str, Any]], stop: str | None = None, **extra: Any) -> bytes:
+    message = {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    return _record(sid, "assistant", message=message, **extra)
+
+
+def prompt(sid: str, text: str) -> bytes:
+    """A person's prompt: a user bubble, and the turn becomes ``working``."""
+    return _record(sid, "user", message={"role": "user", "content": text})
+
+
+def reply(sid: str, text: str, *, final: bool = True) -> bytes:
+    """An assistant text reply; ``final`` ends the turn (``end_turn``)."""
+    return _assistant(sid, [{"type": "text", "text": text}], "end_turn" if final else None)
+
+
+def thinking(sid: str, text: str) -> bytes:
+    return _assistant(sid, [{"type": "thinking", "thinking": text, "signature": "sig"}])
+
+
+def tool_use(sid: str, tool_id: str, name: str, tool_input: dict[str, Any], **extra: Any) -> bytes:
+    content = [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}]
+    return _assistant(sid, content, "tool_use", **extra)
+
+
+def tool_result(
+    sid: str, tool_id: str, text: str, *, error: bool = False, result: Any = None, **extra: Any
+) -> bytes:
+    item: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id, "content": text}
+    if error:
+        item["is_error"] = True
+    fields: dict[str, Any] = {"message": {"role": "user", "content": [item]}, **extra}
+    if result is not None:
+        fields["toolUseResult"] = result
+    return _record(sid, "user", **fields)
+
+
+def edit_result(sid: str, tool_id: str, path: str, hunks: list[dict[str, Any]]) -> bytes:
+    """The result of an ``Edit``: ``structuredPatch`` hunks become ``edit`` on the block."""
+    result = {
+        "filePath": path,
+        "oldString": "x",
+        "newString": "y",
+        "originalFile": "",
+        "structuredPatch": [
+            {"oldStart": h["oldStart"], "oldLines": 1, "newStart": h["oldStart"], "newLines": 1,
+             "lines": h["lines"]}
+            for h in hunks
+        ],
+        "userModified": False,
+        "replaceAll": False,
+    }
+    return tool_result(sid, tool_id, f"The file {path} has been updated.", result=result)
+
+
+def unknown_item(sid: str, kind: str, text: str) -> bytes:
+    """An assistant content item of a kind nobody knows yet (an open-union ``kind``)."""
+    return _assistant(sid, [{"type": kind, "text": text}])
+
+
+def unknown_record(sid: str, rtype: str) -> bytes:
+    """A record type Claude Code may add tomorrow: published as a neutral event."""
+    return _record(sid, rtype, payload={"x": 1})
+
+
+def ai_title(sid: str, title: str) -> bytes:
+    return orjson.dumps({"type": "ai-title", "sessionId": sid, "aiTitle": title}) + b"\n"
+
+
+def sidechain(sid: str, agent_id: str, text: str) -> bytes:
+    """A sub-agent's assistant line in the main transcript."""
+    return _assistant(
+        sid, [{"type": "text", "text": text}], None, isSidechain=True, agentId=agent_id
+    )
+
+
+def image_result(sid: str, tool_id: str, n_bytes: int) -> bytes:
+    """A tool result holding a PNG screenshot (the collector keeps only type and size)."""
+    data = "A" * (((n_bytes + 2) // 3) * 4)
+    item = {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                  "data": data}}],
+    }
+    return _record(sid, "user", message={"role": "user", "content": [item]})
