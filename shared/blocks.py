@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from shared.edits import edit_info
 
 _ERROR_OPEN = "<tool_use_error>"
@@ -37,18 +39,15 @@ class Cutter:
     """Cuts strings to ``max_chars`` each and to ``total_chars`` summed over one line.
 
     ``active`` is false when the raw line is too short to hold any string worth cutting,
-    so the common case does no walking at all. ``walk_inputs`` also covers lines with
-    enough brackets to nest tool input deeper than :data:`MAX_INPUT_DEPTH` (orjson refuses
-    to encode past 254 levels, so such input must not reach the collector's encoder).
+    so the common case does no walking at all.
     """
 
-    __slots__ = ("active", "max_chars", "remaining", "walk_inputs")
+    __slots__ = ("active", "max_chars", "remaining")
 
-    def __init__(self, max_chars: int, raw: bytes) -> None:
+    def __init__(self, max_chars: int, raw_len: int) -> None:
         self.max_chars = max_chars
         self.remaining = 4 * max_chars
-        self.active = len(raw) > max_chars
-        self.walk_inputs = self.active or raw.count(b"{") + raw.count(b"[") > MAX_INPUT_DEPTH
+        self.active = raw_len > max_chars
 
     def cut(self, text: str) -> tuple[str, int]:
         """``(kept, original length)``; ``kept is text`` when nothing was cut."""
@@ -127,13 +126,23 @@ def tool_block(item: dict[str, Any], cutter: Cutter) -> Block:
         "name": _str(item.get("name")),
         "input": tool_input,
     }
-    if cutter.walk_inputs:
+    if cutter.active or not _encodable(tool_input):
         cut: dict[str, int] = {}
         block["input"] = _cut_value(tool_input, "", 0, cutter, cut)
         if cut:
             block["truncated"] = True
             block["truncatedFields"] = cut
     return block
+
+
+def _encodable(value: Any) -> bool:
+    """Whether orjson can encode ``value``: it refuses input nested past 254 levels, which a
+    parsed line may hold (it parses up to 1024), and the collector must encode every event."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return False
+    return True
 
 
 def _cut_value(value: Any, path: str, depth: int, cutter: Cutter, cut: dict[str, int]) -> Any:

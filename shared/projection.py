@@ -202,7 +202,7 @@ def project_line(
                 title = (rule.title_rank, candidate)
     event: dict[str, Any] | None = None
     if rule.drop is None:
-        cutter = Cutter(text_max_chars, raw)
+        cutter = Cutter(text_max_chars, len(raw))
         event = {"type": rtype, "blocks": build_blocks(key, rtype, rec, text, cutter)}
         event["data"] = (
             orjson.Fragment(raw)
