@@ -19,6 +19,7 @@ user/command (``/cmd args``)      text ``/cmd args``         title 1, working
 user/bare-command (``/clear``)    text ``/cmd``              working
 user/command-output               text (stdout/stderr)       idle
 user/interrupt                    text                       idle
+user/notification (older CLIs)    ``notification`` block     working (Claude wakes)
 user/tool-result, user/other      content blocks             -
 user/bash, user/bash-output       text (``! cmd``, output)   -
 user/compact-summary              text, ``compactSummary``   -
@@ -85,6 +86,7 @@ RULES: dict[str, Rule] = {
     "user/bare-command": Rule(turn="working"),
     "user/command-output": Rule(turn="idle"),
     "user/interrupt": Rule(turn="idle"),
+    "user/notification": Rule(turn="working"),
     "user/meta": _DROP_META,
     "user/caveat": _DROP_META,
     "assistant": Rule(),

@@ -83,6 +83,8 @@ def _classify_user(rec: dict[str, Any]) -> tuple[str, str | None]:
             return "user/command-output", _untag(text)
         if text.startswith("<local-command-caveat>"):
             return "user/caveat", None
+        if text.startswith("<task-notification>"):
+            return "user/notification", text
         if text.startswith("<bash-input>"):
             return "user/bash", "! " + _untag(text)
         if text.startswith(("<bash-stdout>", "<bash-stderr>")):
@@ -139,6 +141,8 @@ def build_blocks(
     if rtype == "user" or rtype == "assistant":
         if key in _TEXT_KEYS and text is not None:
             return [cutter.text_block("text", text)]
+        if key == "user/notification" and text is not None:
+            return [_notification(text, "task-notification", cutter)]
         return content_blocks(message_content(rec), cutter, rec.get("toolUseResult"))
     if rtype == "system":
         content = rec.get("content")
@@ -164,16 +168,19 @@ def _queued_command(attachment: dict[str, Any], cutter: Cutter) -> list[Block]:
     if mode == "prompt":
         return content_blocks(prompt, cutter)
     if isinstance(prompt, list):
-        parts = [p["text"] for p in prompt if _has_text(p)]
-        prompt = "\n".join(parts)
-    if not isinstance(prompt, str):
-        prompt = ""
-    block = cutter.text_block("notification", prompt)
-    block["source"] = mode if isinstance(mode, str) else "queued-command"
-    summary = _tag(prompt, "summary")
+        prompt = "\n".join(p["text"] for p in prompt if _has_text(p))
+    source = mode if isinstance(mode, str) else "queued-command"
+    return [_notification(prompt if isinstance(prompt, str) else "", source, cutter)]
+
+
+def _notification(text: str, source: str, cutter: Cutter) -> Block:
+    """``{kind: notification, source, text, summary?}``; summary from a ``<summary>`` tag."""
+    block = cutter.text_block("notification", text)
+    block["source"] = source
+    summary = _tag(text, "summary")
     if summary is not None:
         block["summary"] = summary.strip()[:SUMMARY_MAX_CHARS]
-    return [block]
+    return block
 
 
 def _has_text(item: Any) -> bool:

@@ -353,3 +353,15 @@ def test_fixture_timestamps_match_fromisoformat() -> None:
 def test_odd_timestamps_do_not_raise(stamp: str) -> None:
     """Timestamps in the usual shape but with junk digits give None, never an exception."""
     assert project_line(user("x", timestamp=stamp)).timestamp_ms is None
+
+
+def test_task_notification_delivered_as_user_line() -> None:
+    """Older CLIs deliver a task notification as a user line: a notification, never a title."""
+    text = "<task-notification>\n<status>completed</status>\n<summary>Tests passed</summary>\n"
+    result = project_line(user(text + "</task-notification>"))
+    assert result.title is None
+    assert result.turn == "working"
+    [block] = encoded(result)["blocks"]
+    assert block["kind"] == "notification"
+    assert block["source"] == "task-notification"
+    assert block["summary"] == "Tests passed"
