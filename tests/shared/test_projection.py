@@ -64,6 +64,7 @@ def test_record_facts_are_lifted() -> None:
         (line("last-prompt", lastPrompt="x"), "last-prompt"),
         (line("mode", mode="normal"), "mode"),
         (line("permission-mode", permissionMode="default"), "permission-mode"),
+        (line("cost-state", costUSD=1.5), "cost-state"),
         (line("attachment", attachment={"type": "skill_listing", "content": "…"}), "attachment"),
         (line("attachment", attachment={"type": "deferred_tools_delta"}), "attachment"),
         (user("expanded skill prompt", isMeta=True), "meta"),

@@ -320,3 +320,11 @@ def test_truncated_fields_list_is_bounded() -> None:
     assert block["truncated"] is True
     assert len(block["truncatedFields"]) == 16
     assert len(orjson.dumps(result.event)) < 200_000
+
+
+def test_document_block_reports_size_not_data() -> None:
+    """A base64 document (PDF) becomes {kind: document, mediaType, bytes} without its data."""
+    data = base64.b64encode(b"%PDF" + b"\0" * 1000).decode()
+    got = blocks("user", [{"type": "document", "source": {
+        "type": "base64", "media_type": "application/pdf", "data": data}}])
+    assert got == [{"kind": "document", "mediaType": "application/pdf", "bytes": 1004}]

@@ -160,3 +160,16 @@ def test_mutated_fixture_lines_never_raise_and_always_encode() -> None:
                 assert len(orjson.dumps(result.event)) < 4 * 16_384 + 2 * 65_536 + 10_000
             checked += 1
     assert checked > 1500
+
+
+def test_signature_only_thinking_is_kept_empty() -> None:
+    """The 17 signature-only thinking items of the basic session stay as empty thinking blocks."""
+    results = _project(FIXTURES / "tugtool__tugtool__session-transcript-basic.jsonl")
+    thinking = [
+        block
+        for result in results
+        for block in (result.event["blocks"] if result.event else [])
+        if block["kind"] == "thinking"
+    ]
+    assert len(thinking) == 17
+    assert all(block["text"] == "" for block in thinking)
