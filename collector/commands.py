@@ -14,19 +14,21 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import Counter
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from collector.drivers.control import Controller
+from collector.drivers.notices import TraceMap, TurnNotices
 from shared import commands as c
 from shared.commands import Command, EnvelopeError, Reply
 from shared.keys import Keys
+from shared.redis_conn import connect
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,42 +41,9 @@ READ_COUNT = 16
 MAX_BACKOFF_S = 5.0
 
 
-class TraceMap:
-    """The seed's traceId inheritance: a prompt's traceId labels its session's events for ``ttl_s``."""
-
-    def __init__(self, ttl_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._entries: dict[str, tuple[str, float]] = {}
-
-    def remember(self, session_id: str, trace_id: str | None) -> None:
-        now = self._clock()
-        self._entries = {s: e for s, e in self._entries.items() if e[1] > now}
-        if trace_id:
-            self._entries[session_id] = (trace_id, now + self._ttl_s)
-
-    def get(self, session_id: str) -> str | None:
-        entry = self._entries.get(session_id)
-        if entry is None:
-            return None
-        if entry[1] <= self._clock():
-            del self._entries[session_id]
-            return None
-        return entry[0]
-
-
-class CommandMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.commands = Counter(
-            "relaybus_collector_commands_total",
-            "Commands handled by this collector, by type and outcome",
-            ["type", "outcome"],
-            registry=registry,
-        )
-
-    def count(self, cmd_type: str, outcome: str) -> None:
-        known = cmd_type if cmd_type in c.COMMAND_TYPES else "other"
-        self.commands.labels(known, outcome).inc()
+def count(counter: Counter, cmd_type: str, outcome: str) -> None:
+    """``relaybus_collector_commands_total{type,outcome}`` with a bounded ``type`` label."""
+    counter.labels(cmd_type if cmd_type in c.COMMAND_TYPES else "other", outcome).inc()
 
 
 class CommandConsumer:
@@ -85,7 +54,7 @@ class CommandConsumer:
         client: aioredis.Redis,
         settings: Settings,
         handlers: Mapping[str, Handler],
-        metrics: CommandMetrics,
+        commands_total: Counter,
         *,
         block_ms: int = 1000,
     ) -> None:
@@ -95,7 +64,7 @@ class CommandConsumer:
         self._host = settings.host_id
         self._stream = self._keys.cmd(settings.host_id)
         self._handlers = handlers
-        self._metrics = metrics
+        self._counter = commands_total
         self._block_ms = block_ms
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -158,7 +127,7 @@ class CommandConsumer:
             cmd = Command.from_fields(fields)
         except EnvelopeError as exc:
             log.warning("dropping malformed command %s: %s", entry_id, exc)
-            self._metrics.count("other", "malformed")
+            count(self._counter, "other", "malformed")
             await self._client.xack(self._stream, c.GROUP, entry_id)
             return
         outcome, reply = await self._execute_once(cmd)
@@ -168,7 +137,7 @@ class CommandConsumer:
             pipe.expire(reply_stream, c.REPLY_TTL_S)
             pipe.xack(self._stream, c.GROUP, entry_id)
             await pipe.execute()
-        self._metrics.count(cmd.type, outcome)
+        count(self._counter, cmd.type, outcome)
         log.info(
             "command %s %s session=%s trace=%s: %s",
             cmd.id,
@@ -200,3 +169,31 @@ class CommandConsumer:
                 reply = Reply.failure(cmd.id, c.BRIDGE_ERROR, "the command failed on the host")
         await self._client.set(done, reply.fields()["r"], xx=True, keepttl=True)
         return ("ok" if reply.ok else reply.code or "error"), reply
+
+
+class CollectorCommands:
+    """The collector's command side: consumer, drivers, turn notices and the traceId window.
+
+    ``run`` is the command task; the engine task calls ``notices.apply(engine)`` and the
+    publisher labels events with ``traces``.
+    """
+
+    def __init__(
+        self, settings: Settings, commands_total: Counter, wake: Callable[[], None]
+    ) -> None:
+        self._settings = settings
+        self._counter = commands_total
+        self.traces = TraceMap()
+        self.notices = TurnNotices(self.traces, wake)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        block_ms = 1000
+        client = connect(self._settings, block_ms=block_ms)
+        controller = Controller(self._settings, client, self.notices)
+        handlers = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
+        consumer = CommandConsumer(client, self._settings, handlers, self._counter, block_ms=block_ms)
+        try:
+            await consumer.run(stop)
+        finally:
+            await controller.aclose()
+            await client.aclose()

@@ -14,6 +14,7 @@ import time
 
 import redis.asyncio as aioredis
 
+from collector.drivers.notices import TraceMap
 from collector.metrics import CollectorMetrics
 from collector.sessions import SessionState
 from shared.appendlog import AppendBatch, Appended, LogAppender, OutEvent
@@ -44,6 +45,8 @@ class Publisher:
         )
         self.epoch = ""
         self.sessions: dict[str, SessionState] = {}
+        #: The traceId window of prompts sent through relaybus (set by the service).
+        self.traces: TraceMap | None = None
 
     async def open_epoch(self) -> str:
         """Adopt the namespace epoch (creating one if Redis has none)."""
@@ -86,6 +89,8 @@ class Publisher:
 
     async def append(self, batch: AppendBatch, *, stamp_ms: int | None = None) -> Appended:
         """Run one atomic append; refusals and connection errors propagate."""
+        if self.traces is not None:
+            batch.events = self.traces.label(batch.sid, batch.events)
         t0 = time.perf_counter()
         try:
             return await self.appender.append(

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from prometheus_client import CollectorRegistry
 
+from collector.commands import CollectorCommands
 from collector.engine import Engine
 from collector.heartbeat import beat
 from collector.metrics import CollectorMetrics, metrics_server
@@ -55,7 +56,13 @@ async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), seconds)
 
 
-async def drive(engine: Engine, wake: Wake, stop: asyncio.Event, metrics: CollectorMetrics) -> None:
+async def drive(
+    engine: Engine,
+    wake: Wake,
+    stop: asyncio.Event,
+    metrics: CollectorMetrics,
+    commands: CollectorCommands | None = None,
+) -> None:
     """The engine loop: sync what changed, run timers, survive Redis outages and data loss."""
     loop = asyncio.get_running_loop()
     need_start, down, backoff, next_tick = True, False, Backoff(), 0.0
@@ -75,6 +82,8 @@ async def drive(engine: Engine, wake: Wake, stop: asyncio.Event, metrics: Collec
                     await engine.sync_path(path)
                 if processes:
                     await engine.sync_processes()
+            if commands is not None:
+                await commands.notices.apply(engine)
             if loop.time() >= next_tick:
                 if await engine.pub.epoch_changed():
                     raise EpochChanged("")
@@ -143,9 +152,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     client = connect(settings)
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
+    commands = CollectorCommands(settings, metrics.commands, wake.event.set)
+    engine.pub.traces = commands.traces
     dirs = [settings.claude_dir / "projects", settings.claude_dir / "sessions"]
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
-        "engine": lambda: drive(engine, wake, stop, metrics),
+        "engine": lambda: drive(engine, wake, stop, metrics, commands),
+        "commands": lambda: commands.run(stop),
         "watcher": lambda: watch(wake, dirs, stop, step_ms=settings.watch_step_ms),
         "rescan": lambda: rescan(wake, stop, interval_s=RESCAN_S),
         "heartbeat": lambda: heartbeat(client, settings, stop),

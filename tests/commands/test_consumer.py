@@ -16,7 +16,8 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from collector.commands import CommandConsumer, CommandMetrics
+from collector.commands import CommandConsumer
+from collector.metrics import CollectorMetrics
 from collector.drivers.control import Controller
 from shared import commands as c
 from shared.commands import Command, Reply
@@ -121,7 +122,8 @@ async def start_bus(
         registry = CollectorRegistry()
         controller = Controller(settings, client, hooks)
         handlers = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
-        consumer = CommandConsumer(client, settings, handlers, CommandMetrics(registry), block_ms=200)
+        counter = CollectorMetrics(registry).commands
+        consumer = CommandConsumer(client, settings, handlers, counter, block_ms=200)
         stop = asyncio.Event()
         if begin:
             task = asyncio.create_task(consumer.run(stop))
