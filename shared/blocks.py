@@ -36,7 +36,7 @@ MAX_TRUNCATED_FIELDS = 16
 
 
 class Cutter:
-    """Cuts strings to ``max_chars`` each and to ``total_chars`` summed over one line.
+    """Cuts strings to ``max_chars`` each and to ``4 * max_chars`` summed over one line.
 
     ``active`` is false when the raw line is too short to hold any string worth cutting,
     so the common case does no walking at all.
@@ -60,6 +60,7 @@ class Cutter:
         return text[:limit], n
 
     def text_block(self, kind: str, text: str) -> Block:
+        """``{kind, text}``, plus ``truncated`` and ``originalChars`` when cut."""
         if not self.active:
             return {"kind": kind, "text": text}
         kept, n = self.cut(text)
