@@ -10,7 +10,14 @@ from pathlib import Path
 
 import orjson
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    ViewportSize,
+    sync_playwright,
+)
 
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript
@@ -18,7 +25,7 @@ from tests.support.servers import RedisServer
 from tests.support.web import CHROMIUM, CHROMIUM_ARGS, TOKEN, GatewayProc
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @dataclass
