@@ -15,7 +15,7 @@ published as a neutral event (``blocks: []``). Summary of the table:
 key                               published as               drop / title / turn
 ================================  =========================  ==========================
 user/prompt                       content blocks             title 1, working
-user/command (``/cmd args``)      text ``/cmd args``         title 1, working
+user/command (``/cmd args``)      text ``/cmd args``         title 0, working
 user/bare-command (``/clear``)    text ``/cmd``              working
 user/command-output               text (stdout/stderr)       idle
 user/interrupt                    text                       idle
@@ -45,6 +45,8 @@ line as an ``orjson.Fragment`` up to ``data_max_bytes``, else ``{type, truncated
 A queued task notification becomes ``{kind: "notification", source, text, summary?}``; a
 prompt queued while Claude worked (``commandMode: prompt``) becomes its text blocks.
 
+Title rank 0 (below the first prompt's 1) is an addition: ``/orchestrator build it`` names
+a session only until a prompt or a title record arrives (``/model opus`` must not win).
 Sidechain (sub-agent) lines never give a turn signal or a title. Assistant ``stop_reason``
 is unreliable (null on most lines in some versions), so ``system/turn_duration`` and the
 collector's backstop also end turns. A ``<local-command-stdout>`` line ends the turn its
@@ -82,7 +84,7 @@ _DROP_META = Rule(drop="meta")
 RULES: dict[str, Rule] = {
     "user": Rule(),
     "user/prompt": Rule(turn="working", title_rank=1),
-    "user/command": Rule(turn="working", title_rank=1),
+    "user/command": Rule(turn="working", title_rank=0),
     "user/bare-command": Rule(turn="working"),
     "user/command-output": Rule(turn="idle"),
     "user/interrupt": Rule(turn="idle"),

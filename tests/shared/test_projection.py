@@ -151,7 +151,7 @@ def test_malformed_lines_become_unknown_events(raw: bytes) -> None:
         (user([{"type": "text", "text": "With a picture"}, {"type": "image", "source": {}}]), 1,
          "With a picture"),
         (user("<command-message>orchestrator is running…</command-message>\n<command-name>"
-              "/orchestrator</command-name>\n<command-args>build it</command-args>"), 1,
+              "/orchestrator</command-name>\n<command-args>build it</command-args>"), 0,
          "/orchestrator build it"),
     ],
 )
