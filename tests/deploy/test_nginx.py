@@ -1,0 +1,156 @@
+"""deploy/nginx.conf in front of two real gateways: a client survives its gateway's death."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from shared.keys import Keys
+from tests.support.collector_proc import CollectorProc
+from tests.support.collector_records import append, transcript, user_line
+from tests.support.deploy_clients import ResumingClient, stop_clients
+from tests.support.deploy_procs import Nginx
+from tests.support.gateway_server import GatewayProc
+from tests.support.servers import RedisServer
+
+TOKEN = "full-token"
+PHASE_LINES = 15
+
+
+@pytest.fixture
+def stack(
+    tmp_path: Path, server: RedisServer, namespace: str, claude_dir: Path
+) -> Iterator[tuple[Nginx, dict[str, GatewayProc]]]:
+    """A collector, gateways gw-a and gw-b, and nginx in front of them."""
+    gateways = {
+        name: GatewayProc(
+            redis_url=server.url,
+            namespace=namespace,
+            env={"RELAYBUS_GATEWAY_ID": name},
+            log_path=tmp_path / f"{name}.log",
+        )
+        for name in ("gw-a", "gw-b")
+    }
+    collector = CollectorProc(
+        redis_url=server.url,
+        namespace=namespace,
+        claude_dir=claude_dir,
+        env={"RELAYBUS_BACKFILL_EVENTS": "0"},
+    )
+    nginx = Nginx(tmp_path / "nginx", [g.port for g in gateways.values()])
+    try:
+        for g in gateways.values():
+            g.start()
+        collector.start()
+        nginx.start()
+        yield nginx, gateways
+    finally:
+        nginx.stop()
+        collector.stop()
+        for g in gateways.values():
+            g.kill()
+
+
+def _published(server: RedisServer, namespace: str, sid: str) -> list[tuple[int, bytes]]:
+    """Ground truth: (seqId, frame) of the session's events in the Redis log."""
+    client = redis.Redis(port=server.port, socket_timeout=5)
+    try:
+        raw = client.xrange(Keys(namespace).session_events(sid))
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = list(raw)  # type: ignore[arg-type]
+    finally:
+        client.close()
+    return [
+        (int(eid.split(b"-")[0]), fields[b"f"])
+        for eid, fields in entries
+        if fields[b"k"] == b"session_event"
+    ]
+
+
+def _published_through(server: RedisServer, namespace: str, sid: str, line: int) -> list[int]:
+    """The session's event seqIds once ``line {line}`` is published, else an empty list."""
+    events = _published(server, namespace, sid)
+    if not any(f'"line {line}"'.encode() in frame for _, frame in events):
+        return []
+    return [seq for seq, _ in events]
+
+
+async def _land_on(client: ResumingClient, gateway: str, tries: int = 10) -> None:
+    """Connect through nginx until the connection is served by ``gateway``."""
+    for _ in range(tries):
+        if await client.connect() == gateway:
+            return
+        await client.close()
+    raise AssertionError(f"nginx never routed to {gateway}")
+
+
+async def _wait(predicate: Callable[[], object], timeout_s: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise TimeoutError("condition not met")
+        await asyncio.sleep(0.05)
+
+
+async def test_nginx_serves_the_web_client_and_hides_metrics(
+    stack: tuple[Nginx, dict[str, GatewayProc]],
+) -> None:
+    """Through nginx: the web client and /readyz answer; /metrics is not exposed."""
+    nginx, _ = stack
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{nginx.port}", timeout=10) as http:
+        assert (await http.get("/")).status_code == 200
+        assert (await http.get("/readyz")).status_code == 200
+        assert (await http.get("/metrics")).status_code == 404
+
+
+async def test_client_keeps_every_event_across_sigkill_of_its_gateway(
+    stack: tuple[Nginx, dict[str, GatewayProc]],
+    server: RedisServer,
+    namespace: str,
+    claude_dir: Path,
+) -> None:
+    """SIGKILL the gateway two clients are on while lines are written: both reconnect
+    through nginx (hello lastSeqId / watch_session sinceSeqId) to the other gateway and
+    see every event of the session exactly once, in order."""
+    nginx, gateways = stack
+    url = f"ws://127.0.0.1:{nginx.port}/ws"
+    sid = str(uuid.uuid4())
+    path = transcript(claude_dir, sid)
+
+    resumer = ResumingClient(url, TOKEN, sid, "global")
+    victim = await resumer.connect()
+    append(path, b"".join(user_line(sid, f"line {i}") for i in range(PHASE_LINES)))
+    await _wait(lambda: _published_through(server, namespace, sid, PHASE_LINES - 1))
+    first_phase = _published(server, namespace, sid)
+    watcher = ResumingClient(url, TOKEN, sid, "watch")
+    await _land_on(watcher, victim)
+
+    stop = asyncio.Event()
+    clients = [resumer, watcher]
+    tasks = [asyncio.create_task(c.run(stop)) for c in clients]
+    try:
+        await _wait(lambda: all(len(c.seqs) >= len(first_phase) for c in clients))
+        for i in range(PHASE_LINES, 3 * PHASE_LINES):
+            append(path, user_line(sid, f"line {i}"))
+            if i == 2 * PHASE_LINES:
+                gateways[victim].kill()
+            await asyncio.sleep(0.02)
+        await _wait(lambda: _published_through(server, namespace, sid, 3 * PHASE_LINES - 1))
+        expected = [seq for seq, _ in _published(server, namespace, sid)]
+        await _wait(lambda: all(len(c.seqs) >= len(expected) for c in clients))
+    finally:
+        stop.set()
+        await stop_clients(tasks, clients)
+
+    for client in clients:
+        assert client.seqs == expected, client.mode
+        assert client.gaps == []
+        assert client.gateways[0] == victim
+        assert len(client.gateways) == 2 and client.gateways[1] != victim
+    assert f"127.0.0.1:{gateways[victim].port}" in nginx.log()
