@@ -9,6 +9,7 @@ here by adopting the committed offset, so nothing is published twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -28,8 +29,8 @@ from collector.sessions import (
     turn_event,
     turn_hash,
 )
-from collector.tailer import FileTail, Line, Status, probe
-from shared.appendlog import AppendBatch, OffsetConflict, OutEvent
+from collector.tailer import FileTail, Line, Probe, Status, probe
+from shared.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,18 @@ log = logging.getLogger(__name__)
 BATCH_MAX_BYTES = 4 * 1024 * 1024
 #: Lines read to find a legacy sub-agent file's parent session id.
 SID_PROBE_LINES = 50
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A batch sent (or about to be) and what it will make true once Redis accepts it."""
+
+    batch: AppendBatch
+    plan: BatchPlan
+    start: int
+    value: str
+    lines: int
+    task: asyncio.Task[Appended] | None = None
 
 
 @dataclass(slots=True)
@@ -209,57 +222,110 @@ class Engine:
         )
 
     async def _drain(self, entry: FileEntry) -> None:
-        tail, key = entry.tail, entry.tp.key
-        while True:
-            pr = tail.check()
-            if pr.status is Status.MISSING:
-                log.info("file %s: gone", key)
-                del self.files[key]
-                return
-            if pr.status is not Status.SAME and pr.identity is not None:
-                if pr.status is Status.REPLACED:
-                    log.info("file %s: replaced (new inode), reading from the start", key)
-                else:
-                    log.warning("file %s: truncated to %d < %d, reading from the start",
-                                key, pr.size, tail.offset)
-                tail.reset(pr.identity, 0)
-            if not tail.has_unread:
-                return
-            if entry.sid is None:
-                entry.sid = self._resolve_sid(entry)
-                if entry.sid is None:
-                    return
-            lines = tail.read(
-                max_lines=self.settings.batch_max_lines,
-                max_bytes=BATCH_MAX_BYTES,
-                max_line_bytes=self.settings.max_line_bytes,
-            )
-            if not lines:
-                return
-            await self._publish(entry, entry.sid, lines)
+        """Publish everything new in one file, one batch in flight while the next is prepared.
 
-    async def _publish(self, entry: FileEntry, sid: str, lines: list[Line]) -> None:
+        The next batch is read, projected and planned while Redis runs the previous one; it
+        is sent only after that one succeeded. Its expected offset is the previous batch's
+        new value, so even a mistake here could never publish a line twice.
+        """
+        tail = entry.tail
+        pending: _Pending | None = None
+        try:
+            while True:
+                pr = tail.check()
+                if pr.status is not Status.SAME:
+                    if pending is not None:
+                        done, pending = pending, None
+                        if not await self._settle(entry, done):
+                            return
+                    if not self._follow(entry, pr.status, pr):
+                        return
+                if not tail.has_unread:
+                    break
+                if entry.sid is None:
+                    entry.sid = self._resolve_sid(entry)
+                    if entry.sid is None:
+                        break
+                lines = tail.read(
+                    max_lines=self.settings.batch_max_lines,
+                    max_bytes=BATCH_MAX_BYTES,
+                    max_line_bytes=self.settings.max_line_bytes,
+                )
+                if not lines:
+                    break
+                nxt = await self._prepare(entry, entry.sid, lines, pending)
+                if pending is not None:
+                    done, pending = pending, None
+                    if not await self._settle(entry, done):
+                        return
+                nxt.task = asyncio.create_task(self.pub.append(nxt.batch))
+                pending = nxt
+                await asyncio.sleep(0)  # let the append go out before preparing the next one
+            if pending is not None:
+                done, pending = pending, None
+                await self._settle(entry, done)
+        except BaseException:
+            if pending is not None:
+                if pending.task is not None:
+                    pending.task.cancel()
+                tail.rewind(pending.start)
+            raise
+
+    def _follow(self, entry: FileEntry, status: Status, pr: Probe) -> bool:
+        """React to a deleted, replaced or truncated file; False when it is gone."""
+        key = entry.tp.key
+        if status is Status.MISSING or pr.identity is None:
+            log.info("file %s: gone", key)
+            self.files.pop(key, None)
+            return False
+        if status is Status.REPLACED:
+            log.info("file %s: replaced (new inode), reading from the start", key)
+        else:
+            log.warning(
+                "file %s: truncated to %d < %d, reading from the start", key, pr.size, entry.tail.offset
+            )
+        entry.tail.reset(pr.identity, 0)
+        return True
+
+    async def _prepare(
+        self, entry: FileEntry, sid: str, lines: list[Line], after: _Pending | None
+    ) -> _Pending:
+        """Plan a batch on the state the batch in flight (if any) will leave."""
         projected = self._project(lines)
-        plan = self._plan(await self.pub.session(sid), agent_id=entry.tp.agent_id)
+        state = after.plan.state if after is not None else await self.pub.session(sid)
+        plan = self._plan(state, agent_id=entry.tp.agent_id)
         plan.prime(projected)
         for p in projected:
             plan.line(p)
         plan.finish()
         ident = entry.tail.identity
-        value = backfill.offset_value(lines[-1].end, ident.dev, ident.ino)
+        end = lines[-1].end
+        value = backfill.offset_value(end, ident.dev, ident.ino)
+        expected = after.value if after is not None else entry.committed
         batch = AppendBatch(
-            sid, plan.events, entry.tp.key, entry.committed, value, plan.hash, plan.activity_ms
+            sid, plan.events, entry.tp.key, expected, value, plan.hash, plan.activity_ms
         )
+        start = entry.tail.offset
+        entry.tail.commit(end)
+        return _Pending(batch, plan, start, value, len(lines))
+
+    async def _settle(self, entry: FileEntry, done: _Pending) -> bool:
+        """Wait for a batch; on success make its state current. False after a conflict."""
+        assert done.task is not None
         try:
-            await self.pub.append(batch)
+            await done.task
         except OffsetConflict as exc:
+            entry.tail.rewind(done.start)
             self._adopt(entry, exc.committed)
-            return
-        self.pub.sessions[sid] = plan.state
-        entry.tail.commit(lines[-1].end)
-        entry.committed = value
-        self.metrics.batch_lines.observe(len(lines))
-        self.metrics.lines_published.inc(plan.published)
+            return False
+        except BaseException:
+            entry.tail.rewind(done.start)
+            raise
+        self.pub.sessions[done.batch.sid] = done.plan.state
+        entry.committed = done.value
+        self.metrics.batch_lines.observe(done.lines)
+        self.metrics.lines_published.inc(done.plan.published)
+        return True
 
     def _adopt(self, entry: FileEntry, committed: str) -> None:
         """Someone (our own earlier self, whose reply was lost) committed already."""

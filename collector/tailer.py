@@ -103,6 +103,11 @@ class FileTail:
     def lag_bytes(self) -> int:
         return max(0, self.size - self.offset)
 
+    def rewind(self, offset: int) -> None:
+        """Back to a confirmed offset (the batch read after it was not accepted)."""
+        self.offset = offset
+        self._skip = None
+
     def commit(self, end: int) -> None:
         self.offset = end
         if self._skip is not None and self._skip[0] < end:

@@ -1,0 +1,241 @@
+"""Collector benchmark: publish throughput, append latency, and a bare XADD baseline.
+
+Runs a real ``python -m collector`` against a private Redis-compatible server:
+
+* throughput — the fixture transcripts (a realistic mix of record types and sizes),
+  repeated to ``--lines`` lines, dropped into the claude dir at once; lines/s from the
+  write until the file's offset is committed;
+* latency — one line every 10 ms (100 lines/s) for ``--latency-s`` seconds; time from
+  ``write()`` to the event being readable in ``{ns}:log`` (XREAD BLOCK), p50/p99, next to
+  the watchfiles wake-up alone (same step/debounce) measured in the same run;
+* baseline — the same lines XADDed by a bare pipelined client, batches of 500.
+
+Writes ``bench/results/collector.json``. Usage: ``python bench/collector_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support.collector_proc import CollectorProc  # noqa: E402
+from tests.support.collector_records import transcript, user_line  # noqa: E402
+from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+
+FIXTURES = REPO / "tests" / "data" / "claude-jsonl"
+OUT = REPO / "bench" / "results" / "collector.json"
+
+
+def fixture_lines() -> list[bytes]:
+    lines: list[bytes] = []
+    for p in sorted(FIXTURES.glob("*.jsonl")):
+        lines += [ln + b"\n" for ln in p.read_bytes().splitlines() if ln.strip()]
+    return lines
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def wait_committed(client: redis.Redis, key: str, field: str, size: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = client.hget(key, field)
+        if v is not None and int(v.split(b":")[0]) >= size:
+            return
+        time.sleep(0.002)
+    raise TimeoutError(f"{field} not committed to {size}")
+
+
+def throughput(srv: RedisServer, claude: Path, lines: list[bytes], ns: str) -> dict[str, Any]:
+    client = srv.client()
+    proc = CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench")
+    proc.start()
+    try:
+        data = b"".join(lines)
+        tmp = claude / "staging.tmp"
+        tmp.write_bytes(data)
+        path = transcript(claude, "bench-throughput")
+        t0 = time.perf_counter()
+        tmp.rename(path)
+        field = path.relative_to(claude).as_posix()
+        wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)
+        elapsed = time.perf_counter() - t0
+        events = int(client.get(f"{{{ns}}}:seq") or 0)
+    finally:
+        proc.stop()
+        client.close()
+    return {
+        "lines": len(lines),
+        "bytes": len(data),
+        "events_published": events,
+        "seconds": round(elapsed, 3),
+        "lines_per_s": round(len(lines) / elapsed),
+        "events_per_s": round(events / elapsed),
+        "mb_per_s": round(len(data) / elapsed / 1e6, 1),
+    }
+
+
+def bare_xadd(srv: RedisServer, lines: list[bytes], ns: str) -> dict[str, Any]:
+    client = srv.client()
+    key = f"{{{ns}}}:bare"
+    t0 = time.perf_counter()
+    for i in range(0, len(lines), 500):
+        pipe = client.pipeline(transaction=False)
+        for ln in lines[i : i + 500]:
+            pipe.xadd(key, {"s": "bench", "k": "session_event", "f": ln, "t": "0"}, maxlen=100_000)
+        pipe.execute()
+    elapsed = time.perf_counter() - t0
+    client.delete(key)
+    client.close()
+    return {"lines": len(lines), "seconds": round(elapsed, 3), "lines_per_s": round(len(lines) / elapsed)}
+
+
+def watch_wakeups(dirpath: Path, stamps: dict[str, float], stop: threading.Event) -> None:
+    """watchfiles alone, same tuning as the collector: when did each append wake it?"""
+    from watchfiles import watch
+
+    for _changes in watch(dirpath, step=1, debounce=50, stop_event=stop, recursive=True):
+        stamps[f"w{len(stamps)}"] = time.perf_counter()
+
+
+def latency(srv: RedisServer, claude: Path, ns: str, seconds: float) -> dict[str, Any]:
+    client = srv.client()
+    reader = redis.Redis(port=srv.port, socket_timeout=10)
+    proc = CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench-lat")
+    proc.start()
+    sid = "bench-latency"
+    path = transcript(claude, sid)
+    written: dict[str, float] = {}
+    received: dict[str, float] = {}
+    wake_dir = Path(tempfile.mkdtemp(prefix="wake-", dir=claude.parent))
+    wake_stamps: dict[str, float] = {}
+    wake_written: list[float] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_wakeups, args=(wake_dir, wake_stamps, stop))
+    watcher.start()
+    done = threading.Event()
+
+    def read_log() -> None:
+        last = client.get(f"{{{ns}}}:seq") or b"0"
+        cursor = f"{int(last)}-0"
+        while not done.is_set():
+            for _key, entries in reader.xread({f"{{{ns}}}:log": cursor}, block=200) or []:
+                now = time.perf_counter()
+                for entry_id, fields in entries:
+                    cursor = entry_id.decode()
+                    frame = orjson.loads(fields[b"f"])
+                    if frame["type"] == "session_event":
+                        blocks = frame["event"]["blocks"]
+                        if blocks and blocks[0].get("text", "").startswith("lat-"):
+                            received[blocks[0]["text"]] = now
+
+    t = threading.Thread(target=read_log)
+    t.start()
+    try:
+        path.write_bytes(user_line(sid, "warm-up"))
+        time.sleep(1.0)
+        n = int(seconds * 100)
+        lines = [user_line(sid, f"lat-{i}") for i in range(n)]
+        start = time.perf_counter()
+        with open(path, "ab", buffering=0) as f, open(wake_dir / "w.jsonl", "ab", buffering=0) as w:
+            for i, ln in enumerate(lines):
+                target = start + i * 0.01
+                delay = target - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                written[f"lat-{i}"] = time.perf_counter()
+                f.write(ln)
+                if i % 2 == 0:  # interleaved: the wake-up probe must not share a wake-up
+                    time.sleep(0.004)
+                    wake_written.append(time.perf_counter())
+                    w.write(b"x\n")
+        deadline = time.monotonic() + 30
+        while len(received) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        done.set()
+        stop.set()
+        t.join(10)
+        watcher.join(10)
+        proc.stop()
+        client.close()
+        reader.close()
+    lat = [(received[k] - written[k]) * 1000 for k in written if k in received]
+    wakes = sorted(wake_stamps.values())
+    wake_lat = []
+    j = 0
+    for tw in wake_written:
+        while j < len(wakes) and wakes[j] < tw:
+            j += 1
+        if j < len(wakes):
+            wake_lat.append((wakes[j] - tw) * 1000)
+    return {
+        "rate_lines_per_s": 100,
+        "lines": len(written),
+        "received": len(lat),
+        "p50_ms": round(pct(lat, 0.50), 2),
+        "p99_ms": round(pct(lat, 0.99), 2),
+        "max_ms": round(max(lat), 2),
+        "mean_ms": round(statistics.fmean(lat), 2),
+        "watchfiles_wakeup_p50_ms": round(pct(wake_lat, 0.50), 2) if wake_lat else None,
+        "watchfiles_wakeup_p99_ms": round(pct(wake_lat, 0.99), 2) if wake_lat else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=60_000)
+    ap.add_argument("--latency-s", type=float, default=10.0)
+    args = ap.parse_args()
+    kinds = server_binaries()
+    kind = "redis" if "redis" in kinds else "valkey"
+    base = fixture_lines()
+    lines = (base * (args.lines // len(base) + 1))[: args.lines]
+    with tempfile.TemporaryDirectory(prefix="collector-bench-") as tmp:
+        root = Path(tmp)
+        srv = RedisServer(kind, kinds[kind], root / "srv")
+        srv.start()
+        try:
+            claude = root / "claude"
+            (claude / "projects").mkdir(parents=True)
+            (claude / "sessions").mkdir()
+            tp = throughput(srv, claude, lines, "bench")
+            bare = bare_xadd(srv, lines, "bench")
+            lat = latency(srv, claude, "benchlat", args.latency_s)
+        finally:
+            srv.stop()
+    result = {
+        "benchmark": "collector",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "server": kind,
+        "throughput": tp,
+        "bare_xadd_pipeline": bare,
+        "ratio_collector_to_bare_xadd": round(tp["lines_per_s"] / bare["lines_per_s"], 3),
+        "latency_100_lines_per_s": lat,
+        "target_lines_per_s": 20_000,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
