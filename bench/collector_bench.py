@@ -218,7 +218,10 @@ def main() -> None:
             (claude / "sessions").mkdir()
             tp = throughput(srv, claude, lines, "bench")
             bare = bare_xadd(srv, lines, "bench")
-            lat = latency(srv, claude, "benchlat", args.latency_s)
+            claude_lat = root / "claude-latency"
+            (claude_lat / "projects").mkdir(parents=True)
+            (claude_lat / "sessions").mkdir()
+            lat = latency(srv, claude_lat, "benchlat", args.latency_s)
         finally:
             srv.stop()
     result = {
@@ -231,6 +234,7 @@ def main() -> None:
         "ratio_collector_to_bare_xadd": round(tp["lines_per_s"] / bare["lines_per_s"], 3),
         "latency_100_lines_per_s": lat,
         "target_lines_per_s": 20_000,
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")

@@ -429,4 +429,6 @@ class Engine:
                 log.info("session %s: idle for %d s, session ended", sid, idle_for // 1000)
             if events:
                 await self.pub.commit_session(state, events, h)
+            elif not state.live and idle_for >= self.idle_ms and state.turn.state != "working":
+                del self.pub.sessions[sid]  # quiet and ended: reloaded from its hash if needed
         self._gauges()

@@ -223,6 +223,8 @@ class BatchPlan:
         if self.activity_ms is None:
             self.activity_ms = self.now_ms
         self.hash["lastActivity"] = str(self.activity_ms)
+        self.hash.setdefault("id", st.sid)
+        self.hash.setdefault("host", self.host)
 
     def start_now(self) -> None:
         """Announce the session now (a live process appeared before any transcript line)."""
