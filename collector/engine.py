@@ -90,6 +90,7 @@ class Engine:
         log.info("collector %s on epoch %s (%d live sessions)", self.pub.host, epoch, found)
         await self.sync_processes()
         await self.sync_all(initial=True)
+        log.info("tracking %d transcripts under %s", len(self.files), self.projects)
 
     def reset(self) -> None:
         """Forget everything: Redis lost its data; the next :meth:`start` backfills again."""
@@ -146,7 +147,7 @@ class Engine:
         parsed = backfill.parse_offset(committed)
         if parsed is not None and parsed[2] == p.identity.ino:
             entry.tail.offset = parsed[0]
-            log.info("file %s: resuming at offset %d", tp.key, parsed[0])
+            log.debug("file %s: resuming at offset %d", tp.key, parsed[0])
         elif initial or parsed is not None:
             await self._backfill(entry, p.size, p.mtime)
         else:
@@ -182,7 +183,7 @@ class Engine:
                 return
             tail.commit(end)
             entry.committed = value
-            log.info("file %s: registered at offset %d (no backfill)", key, end)
+            log.debug("file %s: registered at offset %d (no backfill)", key, end)
             return
         state = await self.pub.session(entry.sid)
         plan = self._plan(state, collapse=True, agent_id=entry.tp.agent_id)

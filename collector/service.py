@@ -30,7 +30,15 @@ from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
-REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+#: Errors that mean "Redis is not usable right now": hold, back off, retry. READONLY is a
+#: primary that became a replica (failover); OOM clears when memory is freed.
+REDIS_ERRORS = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    OSError,
+)
 TICK_S = 1.0
 RESCAN_S = 2.0
 SHUTDOWN_S = 5.0
