@@ -92,7 +92,8 @@ class UnwatchSession(_Msg):
 class NewConversation(_Msg):
     type: Literal["new_conversation"]
     sessionId: SessionId | None = None
-    cwd: str | None = None
+    cwd: str | None = Field(default=None, max_length=4096)
+    host: str | None = Field(default=None, min_length=1, max_length=128)
 
 
 class Prompt(_Msg):

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from gateway.auth import TokenTable
+from gateway.commands import GatewayCommands
 from gateway.endpoint import Endpoint, EndpointConfig
 from gateway.fanout import Hub, LogReader
 from gateway.handlers import CommandRouter, Handlers
@@ -50,6 +51,16 @@ class Runtime:
         self.reader = LogReader(
             self._reader_client, self.keys, self.hub, self.metrics, block_ms=reader_block_ms
         )
+        self.gateway_commands = GatewayCommands(
+            client=self.client,
+            reader_client=self._reader_client,
+            keys=self.keys,
+            settings=settings,
+            gateway_id=self.gateway_id,
+            metrics=self.metrics,
+            position=lambda: self.hub.position,
+            block_ms=reader_block_ms,
+        )
         self.handlers = Handlers(
             client=self.client,
             keys=self.keys,
@@ -57,7 +68,7 @@ class Runtime:
             metrics=self.metrics,
             gateway_id=self.gateway_id,
             replay_depth=settings.replay_depth,
-            commands=commands,
+            commands=commands or self.gateway_commands,
         )
         self.endpoint = Endpoint(
             hub=self.hub,
@@ -74,6 +85,7 @@ class Runtime:
         self._reader_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Runtime:
+        await self.gateway_commands.start()
         self._reader_task = asyncio.create_task(self.reader.run(), name="log-reader")
         self._reader_task.add_done_callback(self._reader_done)
         log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
@@ -86,6 +98,7 @@ class Runtime:
         tb: TracebackType | None,
     ) -> None:
         self.close_connections(CloseCode.SERVICE_RESTART)
+        await self.gateway_commands.aclose()
         if self._reader_task is not None:
             self._reader_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,257 @@
+"""Route commands to the session's machine and answer the client that asked.
+
+``prompt`` / ``interrupt_request`` / ``new_conversation`` go to ``{ns}:cmd:<host>`` after a
+heartbeat check (``host_offline`` at once when the host is gone). One
+:class:`ReplyReader` per process reads ``{ns}:reply:<gatewayId>`` and resolves the
+waiting command by id; no reply within ``command_timeout_seconds`` is ``timeout``. Every
+request gets exactly one answer, logged and counted once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway import protocol
+from gateway.connection import Connection
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import ErrorCode, ProtocolError
+from shared import commands as c
+from shared.commands import Command, EnvelopeError, Reply
+from shared.keys import Keys
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 5.0
+
+
+class ReplyReader:
+    """The process's one reader of its reply stream; futures are resolved by command id."""
+
+    def __init__(self, client: aioredis.Redis, stream: str, *, block_ms: int = 1000) -> None:
+        """``client`` must allow reads of ``block_ms`` (``shared.redis_conn.connect(block_ms=…)``)."""
+        self._client = client
+        self._stream = stream
+        self._block_ms = block_ms
+        self._waiting: dict[str, asyncio.Future[Reply]] = {}
+        self._last = "0-0"
+        self._task: asyncio.Task[None] | None = None
+        #: Set once the reader knows where the stream ends; commands wait for it.
+        self.ready = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="command-replies")
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for fut in self._waiting.values():
+            fut.cancel()
+        self._waiting.clear()
+
+    def healthy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def expect(self, command_id: str) -> asyncio.Future[Reply]:
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._waiting[command_id] = fut
+        return fut
+
+    def forget(self, command_id: str) -> None:
+        self._waiting.pop(command_id, None)
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                if not self.ready.is_set():
+                    # replies before the stream's current end are not ours to wait for
+                    newest: Any = await self._client.xrevrange(self._stream, count=1)
+                    if newest:
+                        self._last = newest[0][0].decode()
+                    self.ready.set()
+                response: Any = await self._client.xread(
+                    {self._stream: self._last}, count=100, block=self._block_ms
+                )
+                backoff = 0.1
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                log.warning("reply stream unavailable: %s; retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff * (1 + random.random()))
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            for _stream, entries in response or []:
+                for entry_id, fields in entries:
+                    self._last = entry_id.decode()
+                    self._resolve(fields)
+
+    def _resolve(self, fields: dict[bytes, bytes]) -> None:
+        try:
+            reply = Reply.from_fields(fields)
+        except EnvelopeError as exc:
+            log.warning("dropping malformed reply: %s", exc)
+            return
+        fut = self._waiting.pop(reply.command_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(reply)
+        else:
+            log.debug("reply to %s arrived with nobody waiting", reply.command_id)
+
+
+class GatewayCommands:
+    """The gateway's command router (``gateway.handlers.CommandRouter``)."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        reader_client: aioredis.Redis,
+        keys: Keys,
+        settings: Settings,
+        gateway_id: str,
+        metrics: GatewayMetrics,
+        position: Callable[[], int],
+        block_ms: int = 1000,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._timeout_s = settings.command_timeout_seconds
+        self._gateway_id = gateway_id
+        self._metrics = metrics
+        self._position = position
+        self.replies = ReplyReader(reader_client, keys.reply(gateway_id), block_ms=block_ms)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self.replies.start()
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.replies.aclose()
+
+    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None:
+        """Validate now (errors go back through the endpoint), answer from a task of its own."""
+        if msg.type not in c.COMMAND_TYPES:
+            raise ProtocolError(
+                ErrorCode.NOT_IMPLEMENTED, f"{msg.type} is not available yet", msg.requestId
+            )
+        if isinstance(msg, protocol.Prompt):
+            if msg.sessionId is None:
+                raise ProtocolError(ErrorCode.INVALID_FIELD, "prompt needs a sessionId", msg.requestId)
+            if not msg.message.strip() or len(msg.message) > c.MAX_MESSAGE_CHARS:
+                raise ProtocolError(
+                    ErrorCode.INVALID_FIELD,
+                    f"message must be 1..{c.MAX_MESSAGE_CHARS} characters",
+                    msg.requestId,
+                )
+        task = asyncio.create_task(self._answer(conn, msg), name=f"command-{msg.type}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, conn: Connection, msg: protocol.Command) -> None:
+        started = time.monotonic()
+        cmd_id = "-"
+        try:
+            frame, outcome, cmd_id = await self.execute(msg)
+        except RedisError as exc:
+            log.warning("command %s: Redis error: %s", msg.type, exc)
+            frame = c.refusal(
+                msg.type, ErrorCode.UNAVAILABLE, "storage unavailable, retry",
+                request_id=msg.requestId, trace_id=msg.traceId,
+            )
+            outcome = ErrorCode.UNAVAILABLE.value
+        elapsed = time.monotonic() - started
+        frame["seqId"] = self._position()
+        conn.send(frame)
+        self._metrics.commands.labels(msg.type, outcome).inc()
+        log.info(
+            "command %s %s session=%s request=%s trace=%s: %s in %.3fs",
+            cmd_id, msg.type, getattr(msg, "sessionId", None) or "-",
+            msg.requestId or "-", msg.traceId or "-", outcome, elapsed,
+        )
+
+    async def execute(self, msg: protocol.Command) -> tuple[dict[str, Any], str, str]:
+        """Route one command; returns the client frame (no seqId), the outcome and the command id."""
+        rid, trace = msg.requestId, msg.traceId
+
+        def refuse(code: str, message: str) -> tuple[dict[str, Any], str, str]:
+            return c.refusal(msg.type, code, message, request_id=rid, trace_id=trace), code, "-"
+
+        payload: dict[str, Any] = {}
+        sid = ""
+        if isinstance(msg, protocol.NewConversation):
+            host = msg.host or await self._only_live_host()
+            if host is None:
+                return refuse(c.HOST_REQUIRED, "several or no machines are live: say which host")
+            if msg.cwd:
+                payload["cwd"] = msg.cwd
+        else:
+            sid = str(getattr(msg, "sessionId", "") or "")
+            route = await c.session_route(self._client, self._keys, sid)
+            if route is None:
+                return refuse(c.UNKNOWN_SESSION, f"no session {sid!r}")
+            host = route[0]
+            if isinstance(msg, protocol.Prompt):
+                payload["message"] = msg.message
+        if not await self._client.exists(self._keys.host(host)):
+            return refuse(c.HOST_OFFLINE, f"machine {host!r} is offline")
+        cmd = Command(
+            id=str(uuid.uuid4()),
+            type=msg.type,
+            session_id=sid,
+            gateway_id=self._gateway_id,
+            deadline_ms=c.now_ms() + int(self._timeout_s * 1000),
+            payload=payload,
+            request_id=rid,
+            trace_id=trace,
+        )
+        reply = await self._round_trip(host, cmd)
+        if reply is None:
+            frame = c.refusal(
+                msg.type, c.TIMEOUT, f"machine {host!r} did not answer in {self._timeout_s:g}s",
+                request_id=rid, trace_id=trace,
+            )
+            return frame, c.TIMEOUT, cmd.id
+        outcome = "ok" if reply.ok else (reply.code or "error")
+        return c.client_frame(cmd, reply), outcome, cmd.id
+
+    async def _round_trip(self, host: str, cmd: Command) -> Reply | None:
+        stream = self._keys.cmd(host)
+        fut = self.replies.expect(cmd.id)
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(self.replies.ready.wait(), self._timeout_s)
+            await c.ensure_group(self._client, stream)
+            await self._client.xadd(
+                stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True  # type: ignore[arg-type]
+            )
+            reply = await asyncio.wait_for(fut, self._timeout_s)
+        except TimeoutError:
+            return None
+        finally:
+            self.replies.forget(cmd.id)
+        self._metrics.command_round_trip.observe(time.monotonic() - started)
+        return reply
+
+    async def _only_live_host(self) -> str | None:
+        prefix = self._keys.host("")
+        hosts = [
+            key.decode()[len(prefix) :]
+            async for key in self._client.scan_iter(match=self._keys.hosts_pattern, count=1000)
+        ]
+        return hosts[0] if len(hosts) == 1 else None
