@@ -1,18 +1,20 @@
 // Boot, routing, sign-in and the protocol handlers that tie store, connection and views.
 
+import { Actions } from "./actions.js";
 import { ChatView } from "./chatView.js";
 import { Connection, newId } from "./connection.js";
 import { renderList } from "./listView.js";
 import { Store } from "./store.js";
-import { errorText, formatElapsed } from "./toolDisplay.js";
+import { formatElapsed } from "./toolDisplay.js";
 
 const TOKEN_KEY = "relaybus.token";
-const CAPABILITIES = ["session_subscriptions", "turn_status_observe"];
+// blocks_only: the server leaves out event.data, which this client never reads when blocks
+// are present (render doctrine), saving most of the bytes on a phone.
+const CAPABILITIES = ["session_subscriptions", "turn_status_observe", "blocks_only"];
 const USER_TYPES = new Set(["user", "text", "message"]);
 
 const $ = (sel) => document.querySelector(sel);
 const store = new Store();
-const requests = new Map(); // requestId -> {kind, ...}
 let link = { welcomed: false, resumed: false, gapReset: false }; // per connection
 
 // ---- token ---------------------------------------------------------------------------
@@ -40,9 +42,9 @@ function toast(text) {
 }
 
 const chatView = new ChatView($("#chat-view"), {
-  onStop: stopTurn,
-  onSend: sendPrompt,
-  onDecision: decide,
+  onStop: () => actions.stopTurn(),
+  onSend: (text) => actions.sendPrompt(text),
+  onDecision: (item, d) => actions.decide(item, d),
   onDismiss: (p) => {
     const chat = store.chat;
     if (!chat) return;
@@ -122,21 +124,13 @@ const conn = new Connection({
   onMessage: handle,
   onStatus: showStatus,
 });
+const actions = new Actions({ store, conn, chatView, toast, drawTurn });
 
 function watch(sid, sinceSeqId) {
   const frame = { type: "watch_session", requestId: newId("w"), traceId: newId("t"), sessionId: sid };
   if (sinceSeqId > 0) frame.sinceSeqId = sinceSeqId;
-  requests.set(frame.requestId, { kind: "watch", sid });
+  actions.track(frame.requestId, { kind: "watch", sid });
   conn.send(frame);
-}
-
-/** Request to the server with a tracked requestId; false (and a toast) when offline. */
-function request(frame, meta) {
-  const requestId = newId(frame.type.slice(0, 3));
-  const ok = conn.send({ ...frame, requestId, traceId: newId("t") });
-  if (ok) requests.set(requestId, meta);
-  else toast("You're offline; try again when the connection is back.");
-  return ok;
 }
 
 // ---- protocol handlers ---------------------------------------------------------------
@@ -178,19 +172,21 @@ function handle(msg) {
     case "session_event":
       return onSessionEvent(msg);
     case "permission_request":
-      return onPermission(msg);
+      return actions.onPermission(msg);
     case "permission_resolved":
-      return onResolved(msg);
+      return actions.onResolved(msg);
     case "gap_detected":
       return onGap(msg);
     case "prompt_sent":
-      return onPromptSent(msg);
+      return actions.onPromptSent(msg);
     case "interrupt_ack":
-      return onInterruptAck(msg);
+      return actions.onInterruptAck(msg);
     case "error":
-      return onError(msg);
+      if (msg.code !== "unauthorized") return actions.onError(msg);
+      conn.stop();
+      return showSignin(token() ? "That token was not accepted." : "This server needs a token.");
     default:
-      if (msg.requestId) requests.delete(msg.requestId); // acks we need nothing from
+      actions.take(msg.requestId); // acks we need nothing from
       return undefined; // open union: unknown messages are ignored
   }
 }
@@ -252,114 +248,6 @@ function onSessionEvent(msg) {
   else chatView.renderAll(chat.items);
 }
 
-function onPermission(msg) {
-  const chat = store.chat;
-  if (!chat || msg.sessionId !== chat.sessionId || !msg.requestKey) return;
-  const prior = chat.permissions.get(msg.requestKey);
-  if (prior) return;
-  const item = {
-    kind: "permission",
-    seqId: msg.seqId,
-    requestKey: msg.requestKey,
-    toolUseId: msg.toolUseId,
-    name: msg.name,
-    input: msg.input,
-    edit: msg.edit,
-    expiresAt: msg.expiresAt,
-    status: Number(msg.expiresAt) && msg.expiresAt < Date.now() ? "expired" : "pending",
-    statusText: "Expired",
-  };
-  const res = chat.add(item);
-  if (!res.added) return;
-  chat.permissions.set(msg.requestKey, item);
-  if (res.inOrder) chatView.append(item, res.trimmedBelow);
-  else chatView.renderAll(chat.items);
-}
-
-const DECISION_WORDS = { approve: "Approved", approved: "Approved", allow: "Approved", reject: "Rejected", rejected: "Rejected", deny: "Rejected", expired: "Expired", timeout: "Expired" };
-
-function onResolved(msg) {
-  const item = store.chat?.permissions.get(msg.requestKey);
-  if (!item) return;
-  item.status = "resolved";
-  item.statusText = DECISION_WORDS[msg.decision] ?? `Resolved: ${msg.decision ?? "unknown"}`;
-  chatView.updatePermission(item);
-}
-
-function decide(item, decision) {
-  const chat = store.chat;
-  if (!chat) return;
-  const type = decision === "approve" ? "accept_diff" : "reject_diff";
-  item.status = "sending";
-  chatView.updatePermission(item);
-  const ok = request(
-    { type, sessionId: chat.sessionId, requestKey: item.requestKey },
-    { kind: "decision", item },
-  );
-  if (!ok) {
-    item.status = "pending";
-    chatView.updatePermission(item);
-  }
-}
-
-function sendPrompt(text) {
-  const chat = store.chat;
-  if (!chat) return;
-  const requestId = newId("p");
-  const p = chat.addPending(requestId, text, Date.now());
-  const sent = conn.send({ type: "prompt", requestId, traceId: newId("t"), sessionId: chat.sessionId, message: text });
-  if (sent) requests.set(requestId, { kind: "prompt", pending: p });
-  else Object.assign(p, { status: "failed", error: "You're offline." });
-  chatView.input.value = "";
-  chatView.drawPending(chat.pending);
-}
-
-function onPromptSent(msg) {
-  const req = requests.get(msg.requestId);
-  requests.delete(msg.requestId);
-  if (req?.kind !== "prompt" || req.pending.status !== "sending") return;
-  req.pending.status = "sent";
-  if (store.chat) chatView.drawPending(store.chat.pending);
-}
-
-function stopTurn() {
-  const chat = store.chat;
-  if (chat) request({ type: "interrupt_request", sessionId: chat.sessionId }, { kind: "interrupt", sid: chat.sessionId });
-}
-
-function onInterruptAck(msg) {
-  const req = requests.get(msg.requestId);
-  requests.delete(msg.requestId);
-  if (msg.ok) return toast("Stop requested.");
-  if (msg.errorCode === "interrupt_unavailable") {
-    store.interruptUnavailable.add(req?.sid ?? store.chat?.sessionId);
-    drawTurn();
-  }
-  toast(errorText(msg.errorCode, msg.message));
-  return undefined;
-}
-
-function onError(msg) {
-  if (msg.code === "unauthorized") {
-    conn.stop();
-    showSignin(token() ? "That token was not accepted." : "This server needs a token.");
-    return;
-  }
-  const req = msg.requestId ? requests.get(msg.requestId) : undefined;
-  if (msg.requestId) requests.delete(msg.requestId);
-  const words = errorText(msg.code, msg.message);
-  if (req?.kind === "prompt") {
-    Object.assign(req.pending, { status: "failed", error: words });
-    if (store.chat) chatView.drawPending(store.chat.pending);
-    return;
-  }
-  if (req?.kind === "decision") {
-    req.item.status = "pending";
-    chatView.updatePermission(req.item);
-  }
-  toast(words);
-}
-
 // ---- routing -------------------------------------------------------------------------
 
 function route() {
@@ -412,22 +300,11 @@ function boot() {
   });
   setInterval(() => {
     if (!$("#list-view").hidden) drawList();
-    expirePermissions();
+    actions.expirePermissions(Date.now());
   }, 15_000);
   route();
   conn.start();
   if ("serviceWorker" in navigator) navigator.serviceWorker.register("sw.js").catch(() => {});
-}
-
-function expirePermissions() {
-  const chat = store.chat;
-  if (!chat) return;
-  for (const item of chat.permissions.values()) {
-    if (item.status === "pending" && Number(item.expiresAt) && item.expiresAt < Date.now()) {
-      Object.assign(item, { status: "expired", statusText: "Expired" });
-      chatView.updatePermission(item);
-    }
-  }
 }
 
 boot();

@@ -1,12 +1,13 @@
 // Service worker: caches the app shell only (never messages, never /ws or API responses).
 // Network first, so a new deploy takes effect at once; the cache is the offline fallback.
 
-const CACHE = "relaybus-shell-v1";
+const CACHE = "relaybus-shell-v2";
 const SHELL = [
   "./",
   "index.html",
   "styles.css",
   "app.js",
+  "actions.js",
   "chatView.js",
   "connection.js",
   "dom.js",

@@ -187,7 +187,17 @@ const ERROR_WORDS = {
   bridge_error: "The machine couldn't carry that out.",
   rate_limited: "Too many requests; slow down a little.",
   expired: "That request has expired.",
+  unavailable: "The server's storage is unavailable; try again in a moment.",
+  cwd_not_allowed: "That machine doesn't allow prompts in this folder.",
+  cwd_not_found: "The session's folder no longer exists on that machine.",
+  unknown_outcome: "The machine lost track of that request; check the session before retrying.",
+  host_required: "Say which machine should run it.",
+  invalid_message: "That message can't be sent (empty or too long).",
+  invalid_field: "The request was malformed.",
 };
+
+/** Every code with plain words (for tests and docs). */
+export const KNOWN_ERROR_CODES = Object.freeze(Object.keys(ERROR_WORDS));
 
 /** A plain-words explanation of an error code (OPEN union: unknown codes still read well). */
 export function errorText(code, message) {

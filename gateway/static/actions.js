@@ -1,0 +1,164 @@
+// What a person does to a session: prompt, Stop, Approve/Reject; and the server's answers
+// (prompt_sent, interrupt_ack, permission_request/resolved, request-bound errors).
+
+import { newId } from "./connection.js";
+import { errorText } from "./toolDisplay.js";
+
+const DECISION_WORDS = {
+  approve: "Approved",
+  approved: "Approved",
+  allow: "Approved",
+  accept: "Approved",
+  reject: "Rejected",
+  rejected: "Rejected",
+  deny: "Rejected",
+  expired: "Expired",
+  timeout: "Expired",
+};
+
+export class Actions {
+  /** @param {{store, conn, chatView, toast: (t: string) => void, drawTurn: () => void}} deps */
+  constructor(deps) {
+    Object.assign(this, deps);
+    this.requests = new Map(); // requestId -> {kind, ...}
+  }
+
+  /** Remember a request so its answer (or error) can be routed back. */
+  track(requestId, meta) {
+    this.requests.set(requestId, meta);
+  }
+
+  take(requestId) {
+    const req = requestId ? this.requests.get(requestId) : undefined;
+    if (requestId) this.requests.delete(requestId);
+    return req;
+  }
+
+  /** Send a tracked request; false (and a toast) when offline. */
+  request(frame, meta) {
+    const requestId = newId(frame.type.slice(0, 3));
+    const ok = this.conn.send({ ...frame, requestId, traceId: newId("t") });
+    if (ok) this.track(requestId, meta);
+    else this.toast("You're offline; try again when the connection is back.");
+    return ok;
+  }
+
+  // ---- prompt with optimistic echo --------------------------------------------------
+
+  sendPrompt(text) {
+    const chat = this.store.chat;
+    if (!chat) return;
+    const requestId = newId("p");
+    const p = chat.addPending(requestId, text, Date.now());
+    const frame = { type: "prompt", requestId, traceId: newId("t"), sessionId: chat.sessionId, message: text };
+    if (this.conn.send(frame)) this.track(requestId, { kind: "prompt", pending: p });
+    else Object.assign(p, { status: "failed", error: "You're offline." });
+    this.chatView.input.value = "";
+    this.chatView.drawPending(chat.pending);
+  }
+
+  onPromptSent(msg) {
+    const req = this.take(msg.requestId);
+    if (req?.kind !== "prompt" || req.pending.status !== "sending") return;
+    req.pending.status = "sent";
+    if (this.store.chat) this.chatView.drawPending(this.store.chat.pending);
+  }
+
+  // ---- Stop -----------------------------------------------------------------------------
+
+  stopTurn() {
+    const chat = this.store.chat;
+    if (!chat) return;
+    this.request({ type: "interrupt_request", sessionId: chat.sessionId }, { kind: "interrupt", sid: chat.sessionId });
+  }
+
+  onInterruptAck(msg) {
+    const req = this.take(msg.requestId);
+    if (msg.ok) {
+      this.toast("Stop requested.");
+      return;
+    }
+    if (msg.errorCode === "interrupt_unavailable") {
+      this.store.interruptUnavailable.add(req?.sid ?? msg.sessionId ?? this.store.chat?.sessionId);
+      this.drawTurn();
+    }
+    this.toast(errorText(msg.errorCode, msg.message));
+  }
+
+  // ---- approvals ------------------------------------------------------------------------
+
+  onPermission(msg) {
+    const chat = this.store.chat;
+    if (!chat || msg.sessionId !== chat.sessionId || !msg.requestKey) return;
+    if (chat.permissions.has(msg.requestKey)) return;
+    const expired = Number(msg.expiresAt) > 0 && msg.expiresAt < Date.now();
+    const item = {
+      kind: "permission",
+      seqId: msg.seqId,
+      requestKey: msg.requestKey,
+      toolUseId: msg.toolUseId,
+      name: msg.name,
+      input: msg.input,
+      edit: msg.edit,
+      expiresAt: msg.expiresAt,
+      status: expired ? "expired" : "pending",
+      statusText: "Expired",
+    };
+    const res = chat.add(item);
+    if (!res.added) return;
+    chat.permissions.set(msg.requestKey, item);
+    if (res.inOrder) this.chatView.append(item, res.trimmedBelow);
+    else this.chatView.renderAll(chat.items);
+  }
+
+  onResolved(msg) {
+    const item = this.store.chat?.permissions.get(msg.requestKey);
+    if (!item) return;
+    item.status = "resolved";
+    item.statusText = DECISION_WORDS[msg.decision] ?? `Resolved: ${msg.decision ?? "unknown"}`;
+    this.chatView.updatePermission(item);
+  }
+
+  decide(item, decision) {
+    const chat = this.store.chat;
+    if (!chat) return;
+    const type = decision === "approve" ? "accept_diff" : "reject_diff";
+    item.status = "sending";
+    this.chatView.updatePermission(item);
+    const frame = { type, sessionId: chat.sessionId, requestKey: item.requestKey };
+    if (!this.request(frame, { kind: "decision", item })) {
+      item.status = "pending";
+      this.chatView.updatePermission(item);
+    }
+  }
+
+  /** Pending approvals past their expiry can no longer be answered. */
+  expirePermissions(now) {
+    const chat = this.store.chat;
+    if (!chat) return;
+    for (const item of chat.permissions.values()) {
+      if (item.status === "pending" && Number(item.expiresAt) > 0 && item.expiresAt < now) {
+        Object.assign(item, { status: "expired", statusText: "Expired" });
+        this.chatView.updatePermission(item);
+      }
+    }
+  }
+
+  // ---- errors ---------------------------------------------------------------------------
+
+  /** An `error` frame (other than unauthorized): explain it where the request was made. */
+  onError(msg) {
+    const req = this.take(msg.requestId);
+    const words = errorText(msg.code, msg.message);
+    if (req?.kind === "prompt") {
+      Object.assign(req.pending, { status: "failed", error: words });
+      if (this.store.chat) this.chatView.drawPending(this.store.chat.pending);
+      return;
+    }
+    if (req?.kind === "decision") {
+      req.item.status = "pending";
+      this.chatView.updatePermission(req.item);
+    }
+    this.toast(words);
+  }
+}
