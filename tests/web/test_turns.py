@@ -85,7 +85,7 @@ def test_verbs_rotate_with_motion(page: Page, stack: Stack) -> None:
     _open(page, stack, sid)
     indicator = page.locator("#indicator")
     expect(indicator).to_be_visible()
-    verbs = set()
+    verbs: set[str] = set()
     deadline = time.monotonic() + 30
     while len(verbs) < 2:
         assert time.monotonic() < deadline, f"verb never changed: {verbs}"
