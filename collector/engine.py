@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 BATCH_MAX_BYTES = 4 * 1024 * 1024
 #: Lines read to find a legacy sub-agent file's parent session id.
 SID_PROBE_LINES = 50
+#: Event-loop turns given to an append to get its request onto the socket.
+SEND_YIELDS = 6
 
 
 @dataclass(slots=True)
@@ -261,7 +263,8 @@ class Engine:
                         return
                 nxt.task = asyncio.create_task(self.pub.append(nxt.batch))
                 pending = nxt
-                await asyncio.sleep(0)  # let the append go out before preparing the next one
+                for _ in range(SEND_YIELDS):  # let the append go out before preparing the next
+                    await asyncio.sleep(0)
             if pending is not None:
                 done, pending = pending, None
                 await self._settle(entry, done)
