@@ -44,48 +44,55 @@ def assert_log_contiguous(client: redis.Redis, keys: Keys) -> list[dict[str, Any
 
 
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(
-    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
+    each_server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
 ) -> None:
     """A writer appends while the collector is SIGKILLed and restarted: each line once, in order."""
+    server = each_server
     client = server.client()
     path = transcript(claude_dir, "crash")
     proc = proc_for(server, namespace, claude_dir, RELAYBUS_BATCH_MAX_LINES="7")
-    total = 400
+    written = [0]
+    stop_writing = threading.Event()
+
+    def writer() -> None:
+        i = 1
+        while not stop_writing.is_set() or i < 300:
+            append(path, user_line("crash", f"line-{i}"))
+            if i % 5 == 0:
+                append(path, assistant_line("crash", f"reply-{i}"))
+            i += 1
+            written[0] = i
+            time.sleep(0.003)
+
+    t = threading.Thread(target=writer)
     try:
         proc.start()
         append(path, user_line("crash", "line-0"))
         poll(lambda: user_texts(client, keys, "crash"))
-        done = threading.Event()
-
-        def writer() -> None:
-            for i in range(1, total):
-                append(path, user_line("crash", f"line-{i}"))
-                if i % 5 == 0:
-                    append(path, assistant_line("crash", f"reply-{i}"))
-                time.sleep(0.004)
-            done.set()
-
-        t = threading.Thread(target=writer)
         t.start()
         rng = random.Random(7)
-        kills = 0
-        while not done.is_set() or kills < 4:
-            time.sleep(rng.uniform(0.05, 0.5))
+        for cycle in range(8):
+            # Half the kills land while it works, the others during start-up or catch-up.
+            if cycle % 2 == 0:
+                proc.wait_ready()
+            time.sleep(rng.uniform(0.0, 0.3))
             proc.kill()
-            kills += 1
             proc.start(wait_ready_s=0)
-            if kills > 40:
-                break
+        stop_writing.set()
         t.join(60)
         proc.wait_ready()
-        want = [f"line-{i}" for i in range(total)]
+        total = written[0]
         poll(lambda: len(user_texts(client, keys, "crash")) >= total, timeout_s=60)
-        assert user_texts(client, keys, "crash") == want
+        assert user_texts(client, keys, "crash") == [f"line-{i}" for i in range(total)]
         events = frames_of(client, keys.session_events("crash"))
         assert [f["sessionSeq"] for f in events] == list(range(1, len(events) + 1))
         assert_log_contiguous(client, keys)
-        assert kills >= 4
+        starts = proc.log_path.read_text().count("collector testhost starting")
+        assert starts >= 5  # it really was killed while at work, not only during start-up
     finally:
+        stop_writing.set()
+        if t.is_alive():
+            t.join(60)
         proc.stop()
         client.close()
 
