@@ -94,14 +94,16 @@ class HeadlessDriver:
         return proc.pid
 
     async def interrupt(self, session_id: str) -> bool:
-        """SIGINT the session's run (escalating later); ``False`` when none is running."""
+        """SIGINT the session's run (escalating later); ``False`` when none is running.
+
+        A run already interrupted and still exiting has no active turn any more.
+        """
         run = self._runs.get(session_id)
-        if run is None:
+        if run is None or run.interrupted:
             return False
-        if not run.interrupted:
-            run.interrupted = True
-            self._signal(run, signal.SIGINT)
-            self._spawn(run, self._escalate(run))
+        run.interrupted = True
+        self._signal(run, signal.SIGINT)
+        self._spawn(run, self._escalate(run))
         return True
 
     async def aclose(self) -> None:
