@@ -153,21 +153,31 @@ class LogReader:
         self.last_loop = 0.0
         self.synced = asyncio.Event()
         self._last_check = 0.0
+        self._stopping = False
 
     def healthy(self, slack_s: float) -> bool:
         return self.synced.is_set() and time.monotonic() - self.last_loop < (
             self.block_ms / 1000 + slack_s
         )
 
+    def stop(self) -> None:
+        """Make :meth:`run` return at its next loop (even if a cancellation got swallowed)."""
+        self._stopping = True
+
     async def run(self) -> None:
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 await self._sync()
                 failures = 0
-                while True:
+                while not self._stopping:
                     await self._step()
             except (RedisError, OSError) as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # redis-py may turn a cancellation mid-read into a connection error;
+                    # never swallow it, or shutdown waits forever.
+                    raise asyncio.CancelledError from exc
                 failures += 1
                 self.synced.clear()
                 delay = min(self.max_backoff_s, 0.05 * 2**failures) * random.uniform(0.5, 1.0)

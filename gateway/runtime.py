@@ -100,6 +100,7 @@ class Runtime:
         self.close_connections(CloseCode.SERVICE_RESTART)
         await self.gateway_commands.aclose()
         if self._reader_task is not None:
+            self.reader.stop()
             self._reader_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader_task

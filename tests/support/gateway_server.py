@@ -69,7 +69,17 @@ async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterato
     finally:
         runtime.close_connections(1012)
         server.should_exit = True
-        await asyncio.wait_for(task, 30)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 30)
+        except TimeoutError:
+            for t in asyncio.all_tasks():
+                aw: Any = t.get_coro()
+                while aw is not None:
+                    frame = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
+                    print("  ", t.get_name(), type(aw).__name__,
+                          frame.f_code.co_filename if frame else "", frame.f_lineno if frame else "")
+                    aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
+            raise
 
 
 class GatewayProc:
