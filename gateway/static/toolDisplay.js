@@ -175,7 +175,7 @@ export function formatAgo(ts, now) {
 
 const ERROR_WORDS = {
   not_implemented: "This server can't do that yet.",
-  prompts_disabled: "Sending prompts is turned off on that machine.",
+  prompts_disabled: "That machine doesn't take prompts or Stop from relaybus (turned off there).",
   host_offline: "That machine is offline right now.",
   busy: "Claude is busy with another turn; try again when it's done.",
   forbidden: "Your token isn't allowed to do that.",

@@ -155,14 +155,15 @@ def _assistant(sid: str, content: list[dict[str, Any]], stop: str | None = None,
     return _record(sid, "assistant", message=message, **extra)
 
 
-def prompt(sid: str, text: str) -> bytes:
+def prompt(sid: str, text: str, **extra: Any) -> bytes:
     """A person's prompt: a user bubble, and the turn becomes ``working``."""
-    return _record(sid, "user", message={"role": "user", "content": text})
+    return _record(sid, "user", message={"role": "user", "content": text}, **extra)
 
 
-def reply(sid: str, text: str, *, final: bool = True) -> bytes:
+def reply(sid: str, text: str, *, final: bool = True, **extra: Any) -> bytes:
     """An assistant text reply; ``final`` ends the turn (``end_turn``)."""
-    return _assistant(sid, [{"type": "text", "text": text}], "end_turn" if final else None)
+    stop = "end_turn" if final else None
+    return _assistant(sid, [{"type": "text", "text": text}], stop, **extra)
 
 
 def thinking(sid: str, text: str) -> bytes:

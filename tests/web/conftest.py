@@ -16,14 +16,18 @@ from playwright.sync_api import (
     Page,
     Playwright,
     ViewportSize,
+    expect,
     sync_playwright,
 )
 
+from tests.support import fake_claude
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript
 from tests.support.servers import RedisServer
 from tests.support.web import CHROMIUM, CHROMIUM_ARGS, TOKEN, GatewayProc
 
+# Generous waits: other engineers load the same 2-core machine while these tests run.
+expect.set_options(timeout=20_000)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
@@ -85,6 +89,21 @@ def small_stack(
     yield from _stack(
         server, namespace, claude_dir, tmp_path, env={"RELAYBUS_SESSION_MAXLEN": "10"}
     )
+
+
+@pytest.fixture
+def command_stack(
+    server: RedisServer, namespace: str, claude_dir: Path, tmp_path: Path
+) -> Iterator[Stack]:
+    """A stack whose collector runs prompts with the stand-in ``claude`` (tests/support/fake_claude.py)."""
+    claude_bin = fake_claude.install(tmp_path / "bin")
+    env = {
+        "RELAYBUS_ALLOW_PROMPTS": "true",
+        "RELAYBUS_CLAUDE_BIN": str(claude_bin),
+        "CLAUDE_CONFIG_DIR": str(claude_dir),
+        "FAKE_CLAUDE_LOG": str(tmp_path / "fake-claude.log"),
+    }
+    yield from _stack(server, namespace, claude_dir, tmp_path, env=env)
 
 
 @pytest.fixture(scope="module")

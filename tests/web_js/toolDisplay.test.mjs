@@ -134,6 +134,6 @@ test("error codes are explained in plain words; unknown codes still read well", 
   for (const code of ["not_implemented", "prompts_disabled", "host_offline", "busy", "forbidden"]) {
     assert.doesNotMatch(errorText(code), /Something went wrong|_/, code);
   }
-  assert.match(errorText("prompts_disabled"), /prompts is turned off/);
+  assert.match(errorText("prompts_disabled"), /turned off/);
   assert.equal(errorText("weird_new_code", "detail"), "Something went wrong (weird_new_code): detail");
 });
