@@ -1,0 +1,159 @@
+"""Command benchmark: the routed round trip and the prompt-to-event latency.
+
+Runs a private Redis-compatible server, a real ``python -m collector`` (prompts allowed,
+the stand-in CLI from ``tests/support/fake_claude.py``) and a real ``python -m gateway``,
+and a WebSocket client:
+
+* round trip — ``interrupt_request`` on an idle session, answered ``no_active_turn`` by the
+  collector: client -> gateway -> ``cmd:<host>`` -> collector -> ``reply:<gw>`` -> client,
+  with no process started (``--round-trips`` sequential requests);
+* prompt — ``prompt`` -> ``prompt_sent`` (the CLI child has started), and -> the prompt's
+  ``user`` session_event reaching a watching client (``--prompts`` sequential prompts).
+
+Writes ``bench/results/commands.json``. Usage: ``python bench/commands_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from shared.keys import Keys  # noqa: E402
+from tests.support import fake_claude  # noqa: E402
+from tests.support.collector_proc import CollectorProc  # noqa: E402
+from tests.support.gateway_client import FULL, WsClient  # noqa: E402
+from tests.support.gateway_server import GatewayProc  # noqa: E402
+from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+
+OUT = REPO / "bench" / "results" / "commands.json"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+
+def summary(ms: list[float]) -> dict[str, Any]:
+    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
+
+
+async def measure(gw: GatewayProc, sid: str, round_trips: int, prompts: int) -> dict[str, Any]:
+    rtt: list[float] = []
+    sent: list[float] = []
+    to_event: list[float] = []
+    async with WsClient(gw.ws, token="bench") as ws:
+        await ws.hello(FULL)
+        await ws.send({"type": "watch_session", "sessionId": sid})
+        await ws.expect("watch_ack")
+        for i in range(round_trips):
+            t0 = time.perf_counter()
+            await ws.send({"type": "interrupt_request", "requestId": f"i{i}", "sessionId": sid})
+            ack = await ws.expect("interrupt_ack", wait_s=30)
+            rtt.append((time.perf_counter() - t0) * 1000)
+            assert ack["errorCode"] == "no_active_turn", ack
+        for i in range(prompts):
+            text = f"bench prompt {i} {uuid.uuid4().hex[:6]}"
+            for _attempt in range(100):  # the previous run may still be exiting: busy
+                t0 = time.perf_counter()
+                await ws.send({"type": "prompt", "requestId": f"p{i}", "sessionId": sid, "message": text})
+                reply = await ws.recv(30)
+                while reply["type"] not in ("prompt_sent", "error"):
+                    reply = await ws.recv(30)
+                if reply["type"] == "prompt_sent":
+                    break
+                assert reply["code"] == "busy", reply
+                await asyncio.sleep(0.05)
+            sent.append((time.perf_counter() - t0) * 1000)
+            while True:
+                frame = await ws.recv(30)
+                blocks = orjson.dumps(frame.get("event", {}).get("blocks", []))
+                if frame["type"] == "session_event" and text.encode() in blocks:
+                    break
+            to_event.append((time.perf_counter() - t0) * 1000)
+            while True:  # let the run finish: the next prompt would be busy
+                frame = await ws.recv(30)
+                if frame["type"] == "turn_status" and frame["state"] == "idle":
+                    break
+    return {
+        "interrupt_round_trip": summary(rtt),
+        "prompt_to_prompt_sent": summary(sent),
+        "prompt_to_user_event": summary(to_event),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--round-trips", type=int, default=200)
+    ap.add_argument("--prompts", type=int, default=20)
+    args = ap.parse_args()
+    kinds = server_binaries()
+    kind = "redis" if "redis" in kinds else "valkey"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        srv = RedisServer(kind, kinds[kind], root / "srv")
+        srv.start()
+        claude_dir = root / "claude"
+        (claude_dir / "projects").mkdir(parents=True)
+        (claude_dir / "sessions").mkdir()
+        work = root / "work"
+        work.mkdir()
+        sid = str(uuid.uuid4())
+        t = fake_claude.Transcript(fake_claude.transcript_path(claude_dir, str(work), sid), sid, str(work), "cli")
+        t.user("hello")
+        t.reply("hello")
+        os.environ["CLAUDE_CONFIG_DIR"] = str(claude_dir)
+        os.environ["FAKE_CLAUDE_DELAY_S"] = "0"
+        env = {
+            "RELAYBUS_ALLOW_PROMPTS": "true",
+            "RELAYBUS_CLAUDE_BIN": str(fake_claude.install(root / "bin")),
+        }
+        col = CollectorProc(redis_url=srv.url, namespace="bench", claude_dir=claude_dir, host_id="benchhost", env=env)
+        gw = GatewayProc(
+            redis_url=srv.url, namespace="bench", tokens="bench",
+            env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
+        )
+        try:
+            col.start()
+            gw.start()
+            client = redis.Redis(port=srv.port)
+            deadline = time.monotonic() + 30
+            while client.hget(Keys("bench").session(sid), "host") is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("session not published")
+                time.sleep(0.05)
+            client.close()
+            figures = asyncio.run(measure(gw, sid, args.round_trips, args.prompts))
+        finally:
+            gw.kill()
+            col.stop()
+            srv.stop()
+    result = {
+        "benchmark": "commands",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "server": kind,
+        **figures,
+        "note": "sequential requests on a loopback machine; prompt figures include starting a Python stand-in CLI",
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
