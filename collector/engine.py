@@ -75,9 +75,9 @@ class Engine:
         self.pub = publisher
         self.metrics = metrics
         self.projection = projection
-        self.root = settings.claude_dir
-        self.projects = settings.claude_dir / "projects"
-        self.sessions_dir = settings.claude_dir / "sessions"
+        self.root = Path(os.path.abspath(settings.claude_dir))  # as watchfiles reports paths
+        self.projects = self.root / "projects"
+        self.sessions_dir = self.root / "sessions"
         self.files: dict[str, FileEntry] = {}
         self.live_pids: dict[str, int] = {}
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
@@ -218,7 +218,7 @@ class Engine:
             raise
         self.pub.sessions[entry.sid] = plan.state
         entry.committed = value
-        self.metrics.lines_published.inc(len(plan.events))
+        self.metrics.lines_published.inc(plan.published)
         log.info(
             "file %s: backfilled %d events of %d lines into session %s",
             key, len(plan.events), read, entry.sid,

@@ -162,7 +162,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
     commands = CollectorCommands(settings, metrics.commands, wake.event.set)
     engine.pub.traces = commands.traces
-    dirs = [settings.claude_dir / "projects", settings.claude_dir / "sessions"]
+    dirs = [engine.projects, engine.sessions_dir]
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
         "engine": lambda: drive(engine, wake, stop, metrics, commands),
         "commands": lambda: commands.run(stop),
@@ -186,6 +186,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             finally:
                 for t in tasks:
                     t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await client.aclose()
         log.info("collector %s stopped", settings.host_id)

@@ -220,6 +220,7 @@ class BatchPlan:
                 tail.append(turn_event(st.sid, change))
                 self.hash.update(turn_hash(change))
             self.events = head + list(self._kept) + tail
+            self.published = len(self._kept)
         if self.activity_ms is None:
             self.activity_ms = self.now_ms
         self.hash["lastActivity"] = str(self.activity_ms)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from pathlib import Path
 
 from watchfiles import Change, awatch
@@ -24,7 +25,7 @@ class Wake:
     """What changed since the engine last looked; ``event`` is set when anything did."""
 
     def __init__(self, claude_dir: Path) -> None:
-        self.sessions_dir = claude_dir / "sessions"
+        self.sessions_dir = Path(os.path.abspath(claude_dir)) / "sessions"
         self.paths: set[Path] = set()
         self.processes = False
         self.rescan = False

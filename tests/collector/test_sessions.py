@@ -101,4 +101,4 @@ def test_collapse_keeps_the_last_events_and_final_state() -> None:
     ]
     texts = [orjson.loads(e.prefix + b"}")["event"]["blocks"][0]["text"] for e in plan.events[1:5]]
     assert texts == ["q8", "a8", "q9", "a9"]
-    assert plan.published == 20
+    assert plan.published == 4
