@@ -263,6 +263,8 @@ function route() {
     $("#list-view").hidden = false;
     document.title = "relaybus";
     drawList();
+    // Titles of unwatched sessions are not broadcast: refresh the list on the way back.
+    if (cur && link.welcomed) conn.send({ type: "list_sessions", requestId: newId("l") });
     return;
   }
   $("#list-view").hidden = true;

@@ -49,12 +49,16 @@ class Stack:
     def write(self, path: Path, *lines: bytes) -> None:
         append(path, b"".join(lines))
 
-    def live_process(self, sid: str, status: str, waiting_for: str | None = None) -> Path:
-        """A ``sessions/<pid>.json`` file naming this (alive) test process."""
-        body = {"pid": os.getpid(), "sessionId": sid, "cwd": "/home/dev/project", "status": status}
+    def live_process(
+        self, sid: str, status: str, waiting_for: str | None = None, *, pid: int | None = None,
+        cwd: str = "/home/dev/project",
+    ) -> Path:
+        """A ``sessions/<pid>.json`` file naming an alive process (this one by default)."""
+        pid = pid or os.getpid()
+        body: dict[str, object] = {"pid": pid, "sessionId": sid, "cwd": cwd, "status": status}
         if waiting_for:
             body["waitingFor"] = waiting_for
-        path = self.claude_dir / "sessions" / f"{os.getpid()}.json"
+        path = self.claude_dir / "sessions" / f"{pid}.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps(body))
         tmp.replace(path)
@@ -97,7 +101,14 @@ def command_stack(
 ) -> Iterator[Stack]:
     """A stack whose collector runs prompts with the stand-in ``claude`` (tests/support/fake_claude.py)."""
     claude_bin = fake_claude.install(tmp_path / "bin")
+    # A tmux that never finds a server: the collector must not reach a real tmux (whose
+    # panes may belong to whoever runs the tests), and sessions run "outside tmux".
+    tmux = tmp_path / "bin" / "tmux"
+    tmux.write_text("#!/bin/sh\necho 'no server running (test stand-in)' >&2\nexit 1\n")
+    tmux.chmod(0o755)
     env = {
+        "PATH": f"{tmux.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "TMUX": "",
         "RELAYBUS_ALLOW_PROMPTS": "true",
         "RELAYBUS_CLAUDE_BIN": str(claude_bin),
         "CLAUDE_CONFIG_DIR": str(claude_dir),

@@ -104,3 +104,28 @@ def test_tool_rows_results_diffs_and_neutral_blocks(page: Page, stack: Stack) ->
     expect(thinking.locator(".ttext")).to_have_text("Probably the session check.")
     # Every result was attached to its row: no orphan result rows.
     expect(page.locator(".tool.orphan")).to_have_count(0)
+
+
+def test_session_list_updates_live_and_sorts_by_activity(page: Page, stack: Stack) -> None:
+    """With the list open, a new session appears on top, a prompt shows 'working' and moves its row up, and an ai-title renames it."""
+    first, first_path = stack.new_session()
+    stack.write(first_path, w.prompt(first, "older work"), w.reply(first, "ok"))
+    open_app(page, stack)
+    rows = page.locator("#sessions .srow")
+    expect(rows).to_have_count(1)
+
+    second, second_path = stack.new_session()
+    stack.write(second_path, w.prompt(second, "newer work"), w.reply(second, "ok"))
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_have_attribute("data-session-id", second)
+
+    stack.write(first_path, w.prompt(first, "back to the older one"))
+    expect(rows.first).to_have_attribute("data-session-id", first)
+    expect(rows.first.locator(".badge.working")).to_be_visible()
+    expect(page.locator(f'.srow[data-session-id="{second}"] .badge')).to_have_count(0)
+
+    stack.write(first_path, w.ai_title(first, "Refactor the billing module"))
+    page.locator(f'.srow[data-session-id="{first}"] a').click()
+    expect(page.locator("#chat-title")).to_have_text("Refactor the billing module")
+    page.locator("#back").click()
+    expect(rows.first.locator(".stitle")).to_have_text("Refactor the billing module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -60,3 +61,25 @@ def test_stop_interrupts_a_running_turn(page: Page, command_stack: Stack, tmp_pa
     expect(page.locator("#messages .bubble", has_text=fake_claude.INTERRUPTED)).to_have_count(1)
     expect(page.locator("#indicator")).to_be_hidden()
     expect(page.locator("#stop")).to_be_hidden()
+
+
+def test_stop_is_disabled_when_the_session_cannot_be_interrupted(
+    page: Page, command_stack: Stack, tmp_path: Path
+) -> None:
+    """A working session run outside tmux answers Stop with interrupt_unavailable: the page says so and disables Stop."""
+    sid, _path, cwd = _session_in(command_stack, tmp_path)
+    sleeper = subprocess.Popen(["sleep", "300"], env={"PATH": "/usr/bin:/bin"})
+    try:
+        command_stack.live_process(sid, "busy", pid=sleeper.pid, cwd=cwd)
+        open_app(page, command_stack)
+        page.locator(f'.srow[data-session-id="{sid}"] a').click()
+        expect(page.locator("#indicator")).to_be_visible()
+        stop = page.locator("#stop")
+        expect(stop).to_be_enabled()
+        stop.click()
+        expect(page.locator(".toast")).to_have_text("Stopping isn't supported for this session.")
+        expect(stop).to_be_disabled()
+        expect(stop).to_be_visible()
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
