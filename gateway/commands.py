@@ -175,6 +175,13 @@ class GatewayCommands:
                 request_id=msg.requestId, trace_id=msg.traceId,
             )
             outcome = ErrorCode.UNAVAILABLE.value
+        except Exception:  # a bug must still answer the request, and be seen
+            log.exception("command %s failed", msg.type)
+            frame = c.refusal(
+                msg.type, c.BRIDGE_ERROR, "internal error",
+                request_id=msg.requestId, trace_id=msg.traceId,
+            )
+            outcome = "internal_error"
         elapsed = time.monotonic() - started
         frame["seqId"] = self._position()
         conn.send(frame)

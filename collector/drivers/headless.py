@@ -106,13 +106,18 @@ class HeadlessDriver:
         self._spawn(run, self._escalate(run))
         return True
 
-    async def aclose(self) -> None:
-        """Interrupt every run and wait for them all to end (bounded by the grace periods)."""
-        for sid in list(self._runs):
-            await self.interrupt(sid)
-        pending = [t for run in list(self._runs.values()) for t in run.tasks]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+    async def aclose(self, *, wait_s: float = 2.0) -> None:
+        """Interrupt every run; SIGKILL what is still running after ``wait_s``; reap all."""
+        runs = list(self._runs.values())
+        for run in runs:
+            await self.interrupt(run.session_id)
+        pending = [t for run in runs for t in run.tasks]
+        if not pending:
+            return
+        await asyncio.wait(pending, timeout=wait_s)
+        for run in runs:
+            self._signal(run, signal.SIGKILL)
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def _spawn(self, run: Run, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

@@ -120,3 +120,17 @@ async def test_missing_binary_is_a_bridge_error(claude_dir: Path, workdir: Path)
         await driver.prompt("s1", str(workdir), "x", new=False, trace_id=None)
     assert err.value.code == "bridge_error"
     assert not driver.busy("s1") and hooks.calls == []
+
+
+async def test_close_kills_runs_that_ignore_the_interrupt(
+    claude_dir: Path, tmp_path: Path, workdir: Path
+) -> None:
+    """On shutdown every run is interrupted, and killed if it does not stop in time."""
+    stubborn = tmp_path / "stubborn"
+    stubborn.write_text("#!/bin/sh\ntrap '' INT TERM\nwhile :; do sleep 0.1; done\n")
+    stubborn.chmod(0o755)
+    hooks = RecordingHooks()
+    driver = _driver(claude_dir, stubborn, hooks)
+    await driver.prompt("s1", str(workdir), "x", new=False, trace_id=None)
+    await driver.aclose(wait_s=0.5)
+    assert not driver.busy("s1") and ("ended", "s1", None) in hooks.calls
