@@ -22,6 +22,7 @@ from tests.support.deploy_files import (
     load_yaml,
 )
 
+TLS_OVERRIDE = DEPLOY / "compose.redis-tls.yml"
 SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "compose-spec.json").read_text())
 #: The values an operator must set in .env; everything else has a default.
 REQUIRED_ENV = {"REDIS_PASSWORD": "s3cret", "RELAYBUS_TOKENS": "tok"}
@@ -57,9 +58,33 @@ def test_compose_file_validates_against_the_compose_schema() -> None:
 
 
 def test_every_interpolated_variable_is_documented_in_env_example() -> None:
-    """Each ${VAR} of docker-compose.yml appears in .env.example."""
-    missing = compose_variables(COMPOSE.read_text()) - env_example_names()
-    assert missing == set()
+    """Each ${VAR} of docker-compose.yml and its TLS override appears in .env.example."""
+    for path in (COMPOSE, TLS_OVERRIDE):
+        missing = compose_variables(path.read_text()) - env_example_names()
+        assert missing == set(), path.name
+
+
+def test_tls_override_publishes_only_a_tls_port_with_the_same_durability(
+    compose: dict[str, Any],
+) -> None:
+    """deploy/compose.redis-tls.yml is valid, keeps AOF and the password, adds a TLS port
+    from mounted certificates and publishes only that port."""
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    text = interpolate(TLS_OVERRIDE.read_text(), REQUIRED_ENV)
+    override = yaml.safe_load(text)
+    assert [e.message for e in validator.iter_errors(override)] == []
+    redis = override["services"]["redis"]
+    base = compose["services"]["redis"]["command"]
+    assert redis["command"][: len(base)] == base
+    extra = redis["command"][len(base) :]
+    flags = dict(zip(extra[::2], extra[1::2], strict=True))
+    assert flags["--tls-port"] == "6380"
+    assert redis["ports"] == ["0.0.0.0:6380:6380"]
+    tls_mount = [m for m in _bind_mounts(redis) if m[1] == "/tls"]
+    assert tls_mount == [("./deploy/tls", "/tls", "ro")]
+    assert (ROOT / "deploy" / "tls").is_dir()
+    for flag in ("--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file"):
+        assert flags[flag].startswith("/tls/")
 
 
 def test_required_secrets_have_no_default() -> None:
@@ -106,10 +131,10 @@ def test_redis_is_private_durable_and_password_protected(compose: dict[str, Any]
     """Redis: AOF fsync every second on a named volume, a password, no host port."""
     redis = compose["services"]["redis"]
     command = " ".join(redis["command"])
+    assert redis["command"][0] == "valkey-server"  # exec form: the entrypoint drops root
     assert "--appendonly yes" in command
     assert "--appendfsync everysec" in command
-    assert '--requirepass "$REDIS_PASSWORD"' in command
-    assert redis["environment"]["REDIS_PASSWORD"] == REQUIRED_ENV["REDIS_PASSWORD"]
+    assert "--requirepass s3cret" in command
     assert "ports" not in redis
     assert ("redis-data", "/data", "rw") in _bind_mounts(redis)
     for role in ("gateway", "collector"):

@@ -32,11 +32,15 @@ def test_promtool_accepts_the_prometheus_config() -> None:
 
 
 def test_promtool_accepts_the_loopback_adaptation(tmp_path: Path) -> None:
-    """The static-target copy the end-to-end tests use is a valid config too."""
+    """The static-target copy the end-to-end tests use, with the example list of remote
+    collectors, is a valid config too."""
     targets = {"gateway": ["127.0.0.1:1", "127.0.0.1:2"], "collector": ["127.0.0.1:3"]}
     config = render_prometheus_config(tmp_path, targets)
+    example = DEPLOY / "prometheus-targets" / "collectors.yml.example"
+    (tmp_path / "targets" / "collectors.yml").write_text(example.read_text())
     out = promtool("check", "config", str(config))
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "WARNING" not in out.stdout + out.stderr  # the example target file is valid too
     jobs = yaml.safe_load(config.read_text())["scrape_configs"]
     assert jobs[0]["static_configs"] == [{"targets": targets["gateway"]}]
 

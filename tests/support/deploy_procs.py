@@ -62,7 +62,8 @@ def render_prometheus_config(
             names = [n for cfg in sd for n in cfg["names"]]
             job["static_configs"] = [{"targets": [t for n in names for t in targets[n]]}]
         for fsd in job.get("file_sd_configs", []):
-            fsd["files"] = [str(workdir / Path(f).name) for f in fsd["files"]]
+            (workdir / "targets").mkdir(exist_ok=True)
+            fsd["files"] = [str(workdir / "targets" / Path(f).name) for f in fsd["files"]]
     path = workdir / "prometheus.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
