@@ -3,13 +3,14 @@
 The pane is found from the process tree: the process's ``TMUX`` variable names the
 server socket, ``list-panes -a`` gives every pane's shell pid, and the pane whose pid is
 an ancestor of the Claude process is the one. Prompts are typed with
-``send-keys -l <text>`` then ``Enter``; an interrupt is ``Escape``.
+``send-keys -l <text>`` then ``Enter`` (multi-line text is pasted); an interrupt is ``Escape``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass
 
 from collector.drivers import DriverError
@@ -35,19 +36,19 @@ class TmuxDriver:
     def __init__(self, tmux_bin: str = "tmux") -> None:
         self._bin = tmux_bin
 
-    async def _tmux(self, socket: str | None, *args: str) -> str:
+    async def _tmux(self, socket: str | None, *args: str, stdin: bytes | None = None) -> str:
         argv = [self._bin, *(["-S", socket] if socket else []), *args]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
         except OSError as exc:
             raise TmuxError(f"cannot run {self._bin}: {exc}") from None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), TMUX_TIMEOUT_S)
+            out, err = await asyncio.wait_for(proc.communicate(stdin), TMUX_TIMEOUT_S)
         except TimeoutError:
             proc.kill()
             await proc.wait()
@@ -78,9 +79,20 @@ class TmuxDriver:
         return None
 
     async def prompt(self, pane: Pane, message: str) -> None:
-        """Type ``message`` literally, then Enter."""
+        """Type ``message`` literally, then Enter.
+
+        A multi-line message is pasted (bracketed, when the program asked for it, as
+        Claude Code does) so its newlines do not submit it line by line.
+        """
         try:
-            await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "-l", "--", message)
+            if "\n" in message:
+                buffer = f"relaybus-{uuid.uuid4().hex[:12]}"
+                await self._tmux(pane.socket, "load-buffer", "-b", buffer, "-", stdin=message.encode())
+                await self._tmux(
+                    pane.socket, "paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane.pane_id
+                )
+            else:
+                await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "-l", "--", message)
             await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Enter")
         except TmuxError as exc:
             raise DriverError(BRIDGE_ERROR, str(exc)) from None

@@ -102,6 +102,10 @@ async def test_prompt_and_interrupt_through_the_pane(
     reply = await controller.execute(_cmd(c.INTERRUPT, sid))
     assert (reply.ok, reply.code) == (False, "no_active_turn")
 
+    assert (await controller.execute(_cmd(c.PROMPT, sid, message="two\nlines"))).ok
+    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: two\nlines"], what="pasted reply")
+    assert texts(path, "user")[-1] == "two\nlines"
+
     assert (await controller.execute(_cmd(c.PROMPT, sid, message="a LONG one"))).ok
     await wait_for(lambda: "a LONG one" in texts(path, "user"), what="long turn")
     await admin.hset(keys.session(sid), "state", "working")

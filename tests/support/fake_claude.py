@@ -8,7 +8,8 @@ exits. Like the real CLI, ``--resume`` of a missing transcript and ``--session-i
 existing one fail. Each invocation's argv is appended to ``$FAKE_CLAUDE_LOG`` if set.
 
 Interactive (no ``-p``): announces itself in ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json``,
-reads keys from its terminal, submits a line on Enter and treats Escape as an interrupt.
+reads keys from its terminal (bracketed paste on), submits on Enter and treats Escape as an
+interrupt.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 INTERRUPTED = "[Request interrupted by user]"
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 VERSION = "2.1.316"
 
 
@@ -207,9 +209,9 @@ def _interactive(transcript: Transcript, claude_dir: Path) -> int:
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
-    buffer, working = "", False
+    buffer, working, pasting = "", False, False
     try:
-        sys.stdout.write("stand-in claude ready\r\n")
+        sys.stdout.write("\x1b[?2004hstand-in claude ready\r\n")  # ask for bracketed paste
         sys.stdout.flush()
         while True:
             ready, _, _ = select.select([fd], [], [], 1.0)
@@ -218,8 +220,13 @@ def _interactive(transcript: Transcript, claude_dir: Path) -> int:
             data = os.read(fd, 4096).decode(errors="replace")
             if not data:
                 return 0
+            data = data.replace(PASTE_START, "\x00").replace(PASTE_END, "\x01")
             for ch in data:
-                if ch == "\x1b":
+                if ch in "\x00\x01":
+                    pasting = ch == "\x00"
+                elif pasting:
+                    buffer += ch
+                elif ch == "\x1b":
                     if working:
                         transcript.user(INTERRUPTED, blocks=True)
                         working = False
