@@ -10,6 +10,7 @@ here by adopting the committed offset, so nothing is published twice.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import time
@@ -344,7 +345,8 @@ class Engine:
     def _project(self, lines: list[Line]) -> list[LineFacts]:
         proj, s, m = self.projection, self.settings, self.metrics
         out: list[LineFacts] = []
-        nbytes = 0
+        nbytes = malformed = 0
+        dropped: collections.Counter[str] = collections.Counter()
         for line in lines:
             nbytes += line.size + 1
             if line.raw is None:
@@ -352,10 +354,14 @@ class Engine:
             else:
                 p = proj.project_line(line.raw, data_max_bytes=s.data_max_bytes)
             if p.malformed:
-                m.lines_malformed.inc()
+                malformed += 1
             if not p.publish:
-                m.lines_dropped.labels(p.drop_reason or "unpublished").inc()
+                dropped[p.drop_reason or "unpublished"] += 1
             out.append(p)
+        for reason, n in dropped.items():
+            m.lines_dropped.labels(reason).inc(n)
+        if malformed:
+            m.lines_malformed.inc(malformed)
         m.lines_read.inc(len(lines))
         m.bytes_read.inc(nbytes)
         return out
