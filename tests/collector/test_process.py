@@ -244,3 +244,21 @@ def test_metrics_endpoint_serves_collector_metrics(
     finally:
         proc.stop()
         client.close()
+
+
+def test_sigterm_while_redis_is_down_still_exits_zero(
+    private_server: Any, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """A collector holding through an outage still stops promptly and cleanly on SIGTERM."""
+    srv: RedisServer = private_server()
+    proc = proc_for(srv, namespace, claude_dir)
+    try:
+        proc.start()
+        srv.stop()
+        append(transcript(claude_dir, "down"), user_line("down", "line-0"))
+        poll(lambda: "redis unavailable" in proc.log_path.read_text())
+        t0 = time.monotonic()
+        assert proc.terminate(timeout_s=15) == 0
+        assert time.monotonic() - t0 < 10
+    finally:
+        proc.stop()
