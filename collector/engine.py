@@ -91,6 +91,10 @@ class Engine:
         epoch = await self.pub.open_epoch()
         found = await self.pub.load_live_sessions()
         log.info("collector %s on epoch %s (%d live sessions)", self.pub.host, epoch, found)
+        # Sessions whose process was alive at our last look: sync_processes ends those gone.
+        for sid, st in self.pub.sessions.items():
+            if st.live and st.pid is not None:
+                self.live_pids[sid] = st.pid
         await self.sync_processes()
         await self.sync_all(initial=True)
         log.info("tracking %d transcripts under %s", len(self.files), self.projects)

@@ -101,6 +101,7 @@ class SessionState:
             title_rank=n("titleRank"),
             started_at=n("startedAt"),
             live=s("live") == "1",
+            pid=n("pid") or None,
             turn=turn,
         )
 

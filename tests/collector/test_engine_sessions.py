@@ -152,3 +152,21 @@ async def test_backstop_idles_a_silent_turn(make_rig: RigFactory, claude_dir: Pa
     turns = [f["state"] for f in await rig.frames(rig.keys.log) if f["type"] == "turn_status"]
     assert turns == ["working", "idle"]
     assert await rig.client.hget(rig.keys.session("s5"), "state") == b"idle"
+
+
+async def test_a_process_that_died_while_the_collector_was_down_ends_its_session(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    """On start, a live session whose recorded process is gone is ended (reason exit)."""
+    rig = make_rig()
+    await rig.engine.start()
+    pf = write_process_file(claude_dir, os.getpid(), "s6", status="idle")
+    await rig.engine.sync_processes()
+    assert await rig.client.hget(rig.keys.session("s6"), "live") == b"1"
+    pf.unlink()  # the process "exits" while no collector runs
+    fresh = make_rig()
+    await fresh.engine.start()
+    h = await fresh.client.hgetall(fresh.keys.session("s6"))
+    assert h[b"live"] == b"0" and h[b"ended"] == b"1"
+    ended = [f for f in await fresh.frames(fresh.keys.log) if f["type"] == "session_ended"]
+    assert [f["reason"] for f in ended] == ["exit"]
