@@ -117,12 +117,12 @@ async def test_idle_session_ends_and_new_activity_starts_it_again(
     make_rig: RigFactory, claude_dir: Path
 ) -> None:
     """Without a live process, a quiet session ends after the idle time; a new line restarts it."""
-    rig = make_rig(session_idle_minutes=0.005)  # 300 ms
+    rig = make_rig(session_idle_minutes=0.03)  # 1.8 s: generous for a loaded machine
     await rig.engine.start()
     path = transcript(claude_dir, "s4")
     append(path, user_line("s4", "hello"))
     await rig.engine.sync_path(path)
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(2.0)
     await rig.engine.tick()
     append(path, user_line("s4", "again"))
     await rig.engine.sync_path(path)
@@ -139,14 +139,14 @@ async def test_idle_session_ends_and_new_activity_starts_it_again(
 
 async def test_backstop_idles_a_silent_turn(make_rig: RigFactory, claude_dir: Path) -> None:
     """A working turn with no transcript activity for the backstop turns idle, once."""
-    rig = make_rig(turn_backstop_seconds=0.2)
+    rig = make_rig(turn_backstop_seconds=1.5)
     await rig.engine.start()
     path = transcript(claude_dir, "s5")
     append(path, user_line("s5", "think hard"))
     await rig.engine.sync_path(path)
     await rig.engine.tick()
     assert await rig.client.hget(rig.keys.session("s5"), "state") == b"working"
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(1.6)
     await rig.engine.tick()
     await rig.engine.tick()
     turns = [f["state"] for f in await rig.frames(rig.keys.log) if f["type"] == "turn_status"]
