@@ -117,7 +117,7 @@ def test_redis_outage_then_catch_up(private_server: Any, namespace: str, keys: K
         time.sleep(0.5)
         assert user_texts(client, keys, "out") == [f"line-{i}" for i in range(30)]
         assert_log_contiguous(client, keys)
-        assert "redis unavailable" in proc.log()
+        assert "redis unavailable" in proc.log_path.read_text()
     finally:
         proc.stop()
         client.close()
