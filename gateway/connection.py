@@ -1,9 +1,10 @@
 """One client connection: entitlement, per-stream dedupe marks, and a bounded send queue.
 
 Live events are offered synchronously by the fan-out (no awaits: one slow client never
-delays the others). Each connection drains its own queue in its own task; when the queue
-is full the connection is cut off with close code 4008 (slow consumer) and resumes
-later with its ``lastSeqId``. While a replay is being read, live events for that stream
+delays the others) and staged; after each reader batch the staged frames are queued as
+one entry. Each connection drains its own queue in its own task. A connection more than
+``queue_max`` live frames behind when the next batch arrives is cut off with close code
+4008 (slow consumer) and resumes later with its ``lastSeqId``. While a replay is being read, live events for that stream
 are buffered and merged afterwards (:mod:`gateway.replay`).
 """
 
@@ -72,7 +73,10 @@ class Connection:
         self.session_marks: dict[str, int] = {}
         self.close_code: int | None = None
         self.close_reason = ""
-        self._queue: deque[Outgoing | list[Outgoing]] = deque()
+        #: Entries: (frames written back to back, how many of them are live frames).
+        self._queue: deque[tuple[list[Outgoing], int]] = deque()
+        self._live_backlog = 0
+        self._staged: list[Outgoing] | None = None
         self._final: Outgoing | None = None
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
@@ -91,26 +95,51 @@ class Connection:
             return self.observe
         return ev.kind in frames.BROADCAST_KINDS
 
-    def offer(self, ev: Event) -> None:
-        """A live event from the log reader (seq order)."""
+    def offer(self, ev: Event) -> bool:
+        """A live event from the log reader (seq order).
+
+        Returns ``True`` when this started a new staged batch: the caller must call
+        :meth:`flush` once its whole batch is offered.
+        """
         if self.close_code is not None:
-            return
+            return False
         if self.global_buffer is not None:
             self._buffer(self.global_buffer, ev)
-            return
+            return False
         if ev.session_scoped:
             buf = self.watch_buffers.get(ev.sid)
             if buf is not None:
                 self._buffer(buf, ev)
-                return
+                return False
             if ev.seq <= self.session_marks.get(ev.sid, 0):
-                return
+                return False
             if not self.subscriptions and ev.seq <= self.global_mark:
-                return
+                return False
         elif ev.seq <= self.global_mark:
+            return False
+        if not self.entitled(ev):
+            return False
+        out = self.event_out(ev, live=True)
+        if self._staged is None:
+            self._staged = [out]
+            return True
+        self._staged.append(out)
+        return False
+
+    def flush(self) -> None:
+        """Queue the staged live frames as one entry, or cut off a client too far behind."""
+        staged, self._staged = self._staged, None
+        if not staged or self.close_code is not None:
             return
-        if self.entitled(ev):
-            self._enqueue(self.event_out(ev, live=True))
+        if self._live_backlog >= self.queue_max:
+            self.metrics.slow_consumers.inc()
+            log.info("connection %s: %d frames behind, closing as slow consumer",
+                     self.cid, self._live_backlog)
+            self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
+            return
+        self._live_backlog += len(staged)
+        self._queue.append((staged, len(staged)))
+        self._wake.set()
 
     def event_out(self, ev: Event, *, live: bool) -> Outgoing:
         text = ev.blocks_only_text if self.blocks_only else ev.text
@@ -127,7 +156,7 @@ class Connection:
 
     def send(self, frame: dict[str, Any]) -> None:
         """Queue a direct (non-log) frame."""
-        self._enqueue(self.direct_out(frame))
+        self._enqueue([self.direct_out(frame)])
 
     @staticmethod
     def direct_out(frame: dict[str, Any]) -> Outgoing:
@@ -154,16 +183,11 @@ class Connection:
         if self.global_buffer is not None:
             self.global_buffer.clear()
 
-    def _enqueue(self, item: Outgoing | list[Outgoing]) -> None:
-        if self.close_code is not None:
-            return
-        if len(self._queue) >= self.queue_max:
-            self.metrics.slow_consumers.inc()
-            log.info("connection %s: send queue full, closing as slow consumer", self.cid)
-            self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
-            return
-        self._queue.append(item)
-        self._wake.set()
+    def _enqueue(self, items: list[Outgoing]) -> None:
+        """Direct replies and replays: bounded by their producers, not by ``queue_max``."""
+        if self.close_code is None:
+            self._queue.append((items, 0))
+            self._wake.set()
 
     # --- closing -----------------------------------------------------------------------
 
@@ -177,6 +201,7 @@ class Connection:
         self.close_code = code
         self.close_reason = reason
         self._queue.clear()
+        self._live_backlog = 0
         self._final = self.direct_out(final) if final is not None else None
         if self._final is None and self._sender is not None:
             self._sender.cancel()  # it may be stuck writing to a client that does not read
@@ -202,14 +227,12 @@ class Connection:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            item = queue.popleft()
-            if isinstance(item, list):
-                for out in item:
-                    if self.closing():
-                        break
-                    await self._write(out)
-            else:
-                await self._write(item)
+            items, live = queue.popleft()
+            for out in items:
+                if self.closing():
+                    break
+                await self._write(out)
+            self._live_backlog -= live
         if self._final is not None:
             await self._write(self._final)
 

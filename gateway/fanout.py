@@ -90,19 +90,26 @@ class Hub:
                 del self.watchers[sid]
 
     def dispatch(self, events: Iterable[Event]) -> None:
-        """Offer each event to the connections that may receive it (no awaits)."""
+        """Offer each event to the connections that may receive it (no awaits), then queue
+        each connection's share of the batch as one entry."""
+        touched: list[Connection] = []
         for ev in events:
             if ev.session_scoped:
                 for conn in self.firehose:
-                    conn.offer(ev)
+                    if conn.offer(ev):
+                        touched.append(conn)
                 group = self.watchers.get(ev.sid)
                 if group:
                     for conn in group:
-                        conn.offer(ev)
+                        if conn.offer(ev):
+                            touched.append(conn)
             elif ev.kind in frames.BROADCAST_KINDS:
                 for conn in self.connections:
-                    conn.offer(ev)
+                    if conn.offer(ev):
+                        touched.append(conn)
             self.position = ev.seq
+        for conn in touched:
+            conn.flush()
 
     def reader_gap(self, from_seq: int, to_seq: int) -> None:
         """The log was trimmed past the reader: tell every client what it will not get."""

@@ -1,0 +1,185 @@
+"""DESIGN §8 traps: slow consumers, data loss (epoch), Redis outages and half-open connections."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+
+import httpx
+import redis.asyncio as aioredis
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from shared.keys import Keys
+from tests.conftest import make_settings
+from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_publish import Publisher
+from tests.support.gateway_server import GatewayProc, running_gateway
+from tests.support.servers import RedisServer
+
+
+async def wait_for(pred: Callable[[], object], wait_s: float = 20.0, step_s: float = 0.05) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while not pred():
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(step_s)
+
+
+async def ready_status(url: str) -> int:
+    async with httpx.AsyncClient() as http:
+        try:
+            return (await http.get(f"{url}/readyz", timeout=10)).status_code
+        except httpx.HTTPError:
+            return 0
+
+
+async def metric_value(base: str, name: str) -> float:
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{base}/metrics", timeout=10)).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+async def test_slow_consumer_cut_off_fast_one_unaffected(
+    server: RedisServer, namespace: str, pub: Publisher
+) -> None:
+    """A client that stops reading is closed with 4008 (counted); a reading client gets every event."""
+    total = 4000
+    await pub.start_session("s1")
+    env = {"RELAYBUS_SEND_QUEUE_MAX": "200"}
+    with GatewayProc(redis_url=server.url, namespace=namespace, env=env) as g:
+        slow = await connect(g.ws, additional_headers={"Authorization": "Bearer full-token"},
+                             compression=None, max_queue=1, max_size=None)
+        try:
+            async with WsClient(g.ws, token="full-token") as fast:
+                await fast.hello(["session_subscriptions"])
+                await slow.send('{"type":"hello","capabilities":["session_subscriptions"]}')
+                for c in (fast.ws, slow):
+                    assert c is not None
+                    await c.send('{"type":"watch_session","sessionId":"s1"}')
+                await fast.expect("watch_ack")
+                reading = asyncio.create_task(fast.until(lambda r: len(fast.events()) == total, 90))
+                for i in range(0, total, 20):
+                    await pub.events("s1", [str(i + k) for k in range(20)], data_bytes=4000)
+                    await asyncio.sleep(0.005)
+                await reading
+                assert [e["sessionSeq"] for e in fast.events()] == list(range(1, total + 1))
+            name = "relaybus_gateway_slow_consumer_disconnects_total"
+            await wait_for_async(lambda: metric_value(g.http, name), 1.0)
+            got = 0
+            try:
+                while True:
+                    await asyncio.wait_for(slow.recv(), 20)
+                    got += 1
+            except ConnectionClosed as exc:
+                assert exc.rcvd is not None and exc.rcvd.code == 4008
+            assert got < total
+        finally:
+            await slow.close()
+
+
+async def test_epoch_change_after_flushall(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """After FLUSHALL a reader parked on a high id notices, tells clients gap{epoch}, and goes on."""
+    srv = private_server()
+    client = aioredis.Redis.from_url(srv.url)
+    keys = Keys(namespace)
+    pub = Publisher(client, keys)
+    try:
+        await pub.start_session("s1")
+        for _ in range(10):
+            await pub.events("s1", [str(i) for i in range(50)])
+        async with running_gateway(make_settings(srv.url, namespace)) as g, \
+                WsClient(g.ws, token="full-token") as c:
+            w = await c.hello(FULL)
+            assert g.runtime.hub.position == 501
+            await client.flushall()
+            gap = await c.expect("gap_detected", 20)
+            assert gap["reason"] == "epoch" and gap["epoch"] != w["epoch"]
+            assert (gap["fromSeqId"], gap["toSeqId"]) == (1, 501)
+            await pub.start_session("s2")
+            started = await c.expect("session_started", 20)
+            assert (started["sessionId"], started["seqId"]) == ("s2", 1)
+            assert g.metric("relaybus_gateway_gaps_total", {"reason": "epoch"}) >= 1
+    finally:
+        await client.aclose()
+
+
+async def test_readyz_fails_when_redis_stops_and_recovers(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """/readyz turns 503 within seconds of Redis dying, and 200 again once it is back."""
+    srv = private_server()
+    settings = make_settings(srv.url, namespace, redis_socket_timeout_s=1.0)
+    async with running_gateway(settings) as g:
+        assert await ready_status(g.http) == 200
+        srv.stop()
+        await wait_for_async(lambda: ready_status(g.http), 503)
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{g.http}/healthz")).status_code == 200
+        srv.start()
+        await wait_for_async(lambda: ready_status(g.http), 200)
+
+
+async def test_half_open_redis_noticed(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """A Redis that stops answering (SIGSTOP: sockets stay open) makes /readyz 503 within seconds."""
+    srv = private_server()
+    settings = make_settings(srv.url, namespace, redis_socket_timeout_s=1.0)
+    async with running_gateway(settings) as g:
+        assert await ready_status(g.http) == 200
+        assert srv.proc is not None
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        try:
+            await wait_for_async(lambda: ready_status(g.http), 503)
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+        await wait_for_async(lambda: ready_status(g.http), 200)
+
+
+async def wait_for_async(probe: Callable[[], object], want: object, wait_s: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        got = await probe()  # type: ignore[misc]
+        if got == want:
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"wanted {want!r}, last {got!r}")
+        await asyncio.sleep(0.1)
+
+
+async def test_reader_gap_after_being_cut_off(
+    server: RedisServer, namespace: str, rclient: aioredis.Redis, keys: Keys
+) -> None:
+    """A gateway frozen while the log is trimmed past its reader tells its clients gap_detected."""
+    small = Publisher(rclient, keys, log_maxlen=100)
+    await small.start_session("s1")
+    with GatewayProc(redis_url=server.url, namespace=namespace) as gw:
+        async with WsClient(gw.ws, token="full-token") as c:
+            await c.hello([])
+            await small.events("s1", ["before"])
+            await c.until(lambda _: len(c.events()) == 1)
+            assert gw.proc is not None
+            os.kill(gw.proc.pid, signal.SIGSTOP)
+            try:
+                for _ in range(10):
+                    await small.events("s1", [str(i) for i in range(100)])
+            finally:
+                os.kill(gw.proc.pid, signal.SIGCONT)
+            gap = await c.expect("gap_detected", 30)
+            await small.events("s1", ["after"])
+            await c.until(lambda _: c.events()[-1]["event"]["blocks"][0]["text"] == "after", 30)
+    assert gap["reason"] == "trimmed" and 3 <= gap["fromSeqId"] <= gap["toSeqId"]
+    seqs = [e["seqId"] for e in c.events()]
+    assert seqs == sorted(seqs) and gap["toSeqId"] + 1 in seqs
+    missing = set(range(seqs[0], seqs[-1] + 1)) - set(seqs)
+    assert missing <= set(range(gap["fromSeqId"], gap["toSeqId"] + 1))
