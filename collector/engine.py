@@ -275,8 +275,11 @@ class Engine:
                 await self._settle(entry, done)
         except BaseException:
             if pending is not None:
-                if pending.task is not None:
-                    pending.task.cancel()
+                task = pending.task
+                if task is not None and not task.done():
+                    task.cancel()
+                elif task is not None and not task.cancelled():
+                    task.exception()  # retrieved: its outcome is settled by the rewind below
                 tail.rewind(pending.start)
             raise
 
