@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -98,6 +99,8 @@ def main() -> None:
         "lines": len(lines),
         "bytes": size,
         "mean_line_bytes": round(size / len(lines)),
+        "cpus": os.cpu_count(),
+        "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
         "orjson_loads_only": _rate(lines, orjson.loads, args.seconds),
         "project_line": _rate(lines, project_line, args.seconds),
         "project_line_and_encode": _rate(lines, _project_and_encode, args.seconds),
