@@ -89,20 +89,29 @@ def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None
     return "\n".join(lines)
 
 
-async def _wait_port(host: str, port: int, stop: asyncio.Event) -> bool:
-    """Poll until ``host:port`` accepts a TCP connection; False on stop or timeout."""
+async def _gateway_ready(settings: Settings, stop: asyncio.Event) -> bool:
+    """Poll the gateway's ``/healthz`` until it answers with our gateway id (not merely
+    anything listening on the port); False on stop or timeout."""
+    host = settings.gateway_host
+    host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    request = f"GET /healthz HTTP/1.0\r\nHost: {host}\r\n\r\n".encode()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + READY_TIMEOUT_S
     while not stop.is_set() and loop.time() < deadline:
         try:
-            _reader, writer = await asyncio.open_connection(host, port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-        return True
+            reader, writer = await asyncio.open_connection(host, settings.gateway_port)
+            try:
+                writer.write(request)
+                body = await asyncio.wait_for(reader.read(65536), 5)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+            if settings.gateway_id.encode() in body:
+                return True
+        except (OSError, TimeoutError):
+            pass
+        await asyncio.sleep(0.05)
     return False
 
 
@@ -129,8 +138,7 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    probe = "127.0.0.1" if settings.gateway_host in ("0.0.0.0", "", "::") else settings.gateway_host
-    ready = asyncio.create_task(_wait_port(probe, settings.gateway_port, stop), name="up-ready")
+    ready = asyncio.create_task(_gateway_ready(settings, stop), name="up-ready")
     ready.add_done_callback(lambda t: on_ready() if not t.cancelled() and t.result() else None)
     failed = False
     try:
@@ -188,6 +196,8 @@ def run(settings: Settings) -> int:
         if "redis_url" not in settings.model_fields_set:
             server = EmbeddedServer(directory / "server")
             settings = settings.model_copy(update={"redis_url": SecretStr(server.start())})
+        if not settings.gateway_id:  # known, so readiness is checked on our own gateway
+            settings = settings.model_copy(update={"gateway_id": f"up-{secrets.token_hex(5)}"})
         if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
             token = ensure_token(directory)
             settings = settings.model_copy(update={"tokens": SecretStr(token)})

@@ -116,6 +116,25 @@ async def test_up_with_a_redis_url_starts_no_embedded_server(
         up.kill()
 
 
+def test_up_fails_cleanly_when_its_port_is_taken(tmp_path: Path, claude_dir: Path) -> None:
+    """The gateway cannot bind: `relaybus up` exits non-zero, says why, and stops the
+    server it started."""
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        up = UpProc(tmp_path, claude_dir, port=blocker.getsockname()[1])
+        try:
+            up.start()
+            assert up.proc is not None
+            assert up.proc.wait(90) != 0
+            assert "address already in use" in up.log()
+        finally:
+            up.kill()
+    conf = (up.state_dir / "server" / "server.conf").read_text()
+    assert not _port_open(int(conf.split("\nport ")[1].split()[0]))
+    assert "Stop with Ctrl-C" not in up.out.read_text()
+
+
 def test_lan_address_is_an_ipv4_address() -> None:
     """The address printed for phones is this machine's IPv4 address (loopback at worst)."""
     address = lan_address()

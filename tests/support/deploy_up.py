@@ -48,11 +48,17 @@ def gone(pid: int, timeout_s: float = 30.0) -> bool:
 class UpProc:
     """``relaybus up`` on a free loopback port; its stdout (the banner) kept in a file."""
 
-    def __init__(self, tmp: Path, claude_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        claude_dir: Path,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+    ) -> None:
         self.tmp = tmp
         self.home = tmp / "home"
         self.state = tmp / "state"
-        self.port = free_port()
+        self.port = port or free_port()
         self.out = tmp / "up.out"
         self.err = tmp / "up.err"
         self.home.mkdir(parents=True, exist_ok=True)
