@@ -64,6 +64,7 @@ function drawList() {
       e.preventDefault();
       location.hash = `#/s/${encodeURIComponent(sid)}`;
     });
+    if (!$("#list-loading").hidden) performance.mark("relaybus:list-painted"); // first paint, for bench/
     $("#list-loading").hidden = true;
   });
 }
@@ -121,6 +122,7 @@ const conn = new Connection({
     return u.href;
   },
   hello,
+  afterHello: () => [{ type: "list_sessions", requestId: newId("l") }],
   onMessage: handle,
   onStatus: showStatus,
 });
@@ -201,7 +203,6 @@ function onWelcome(msg) {
   }
   if (!link.resumed || epochChanged) store.noteSeq(msg.seqId);
   link.welcomed = true;
-  conn.send({ type: "list_sessions", requestId: newId("l") });
   if (store.chat) watch(store.chat.sessionId, store.chat.lastSeqId);
 }
 
@@ -306,6 +307,11 @@ function boot() {
   }, 15_000);
   route();
   conn.start();
+  // The service worker fetches the whole shell: let the first paint go first.
+  setTimeout(registerServiceWorker, 2000);
+}
+
+function registerServiceWorker() {
   if ("serviceWorker" in navigator) navigator.serviceWorker.register("sw.js").catch(() => {});
 }
 

@@ -21,6 +21,9 @@ export class ChatView {
     this.form = root.querySelector("#composer");
     this.input = root.querySelector("#prompt");
     this.indicator = new Indicator(root.querySelector("#indicator"));
+    this.queue = []; // [item, trimmedBelow] waiting for the next frame
+    this.full = null; // items to redraw from scratch at the next frame
+    this.frame = 0;
     this.renderer = new ChatRenderer(root.querySelector("#messages"), {
       onDecision: (item, d) => hooks.onDecision(item, d),
     });
@@ -50,6 +53,10 @@ export class ChatView {
   show(info) {
     this.root.hidden = false;
     this.header(info);
+    cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.queue = [];
+    this.full = null;
     this.renderer.reset();
     this.pendingEl.replaceChildren();
     this.input.value = "";
@@ -75,14 +82,38 @@ export class ChatView {
     this.stop.title = stopDisabled ? "Stopping isn't supported for this session" : "Stop this turn";
   }
 
+  /** Redraw every item (out-of-order arrival, gap reset); `items` is the live store array. */
   renderAll(items) {
-    this.keepPinned(() => this.renderer.renderAll(items));
+    this.queue = [];
+    this.full = items;
+    this.schedule();
   }
 
+  /** Append one item (in seq order); a replay burst is drawn in one frame, one layout. */
   append(item, trimmedBelow) {
+    if (!this.full) this.queue.push([item, trimmedBelow]);
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => this.flush());
+  }
+
+  flush() {
+    this.frame = 0;
+    const full = this.full;
+    const queue = this.queue;
+    this.full = null;
+    this.queue = [];
     this.keepPinned(() => {
-      this.renderer.append(item);
-      if (trimmedBelow !== null) this.renderer.trim(trimmedBelow);
+      if (full) this.renderer.renderAll(full);
+      else {
+        for (const [item, trimmedBelow] of queue) {
+          this.renderer.append(item);
+          if (trimmedBelow !== null) this.renderer.trim(trimmedBelow);
+        }
+      }
     });
   }
 

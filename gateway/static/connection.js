@@ -14,7 +14,8 @@ export function newId(prefix) {
 
 export class Connection {
   /**
-   * @param {{url: () => string, hello: () => object, onMessage: (m: object) => void,
+   * @param {{url: () => string, hello: () => object, afterHello?: () => object[],
+   *          onMessage: (m: object) => void,
    *          onStatus: (s: {state: string, retryInMs?: number}) => void}} opts
    */
   constructor(opts) {
@@ -81,6 +82,9 @@ export class Connection {
     ws.onopen = () => {
       if (this.ws !== ws) return;
       ws.send(JSON.stringify(this.opts.hello()));
+      // Frames the app wants sent with hello, without waiting for welcome (one round trip
+      // less before the first paint); the server handles them in order after hello.
+      for (const frame of this.opts.afterHello?.() ?? []) ws.send(JSON.stringify(frame));
       this.opts.onStatus({ state: "open" });
     };
     ws.onmessage = (e) => {
