@@ -262,3 +262,32 @@ def test_sigterm_while_redis_is_down_still_exits_zero(
         assert time.monotonic() - t0 < 10
     finally:
         proc.stop()
+
+
+def test_redis_killed_mid_catch_up_loses_and_duplicates_nothing(
+    private_server: Any, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """Redis SIGKILLed while a backlog is being appended in small batches: each line once."""
+    srv: RedisServer = private_server(appendonly=True)
+    client = srv.client()
+    path = transcript(claude_dir, "mid")
+    proc = proc_for(
+        srv, namespace, claude_dir, RELAYBUS_BATCH_MAX_LINES="5", RELAYBUS_SESSION_MAXLEN="10000"
+    )
+    total = 3000
+    try:
+        proc.start()
+        append(path, user_line("mid", "line-0"))
+        poll(lambda: user_texts(client, keys, "mid"))
+        append(path, b"".join(user_line("mid", f"line-{i}") for i in range(1, total)))
+        poll(lambda: client.xlen(keys.session_events("mid")) > 50)
+        srv.stop()
+        time.sleep(0.5)
+        srv.start()
+        poll(lambda: len(user_texts(client, keys, "mid")) >= total, timeout_s=90)
+        time.sleep(0.5)
+        assert user_texts(client, keys, "mid") == [f"line-{i}" for i in range(total)]
+        assert_log_contiguous(client, keys)
+    finally:
+        proc.stop()
+        client.close()
