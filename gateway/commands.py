@@ -35,6 +35,8 @@ from shared.settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 5.0
+#: Commands one connection may have waiting for their machine; more are refused.
+MAX_IN_FLIGHT = 16
 
 
 class ReplyReader:
@@ -134,6 +136,7 @@ class GatewayCommands:
         self._position = position
         self.replies = ReplyReader(reader_client, keys.reply(gateway_id), block_ms=block_ms)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[str, int] = {}
 
     async def start(self) -> None:
         self.replies.start()
@@ -159,9 +162,24 @@ class GatewayCommands:
                     f"message must be 1..{c.MAX_MESSAGE_CHARS} characters",
                     msg.requestId,
                 )
+        if self._in_flight.get(conn.cid, 0) >= MAX_IN_FLIGHT:
+            raise ProtocolError(
+                ErrorCode.UNAVAILABLE,
+                f"{MAX_IN_FLIGHT} commands are already waiting; wait for their answers",
+                msg.requestId,
+            )
+        self._in_flight[conn.cid] = self._in_flight.get(conn.cid, 0) + 1
         task = asyncio.create_task(self._answer(conn, msg), name=f"command-{msg.type}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _t: self._release(conn.cid))
+
+    def _release(self, cid: str) -> None:
+        left = self._in_flight.get(cid, 1) - 1
+        if left > 0:
+            self._in_flight[cid] = left
+        else:
+            self._in_flight.pop(cid, None)
 
     async def _answer(self, conn: Connection, msg: protocol.Command) -> None:
         started = time.monotonic()

@@ -78,6 +78,7 @@ class Handlers:
             conn.send(self._ack(msg.sessionId, False, msg.requestId, msg.traceId))
         else:
             if conn.access is not Access.FULL:
+                self.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
                 raise ProtocolError(
                     ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId
                 )

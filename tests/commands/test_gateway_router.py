@@ -20,7 +20,7 @@ from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts
+from tests.support.commands_env import RecordingHooks, texts, wait_for
 from tests.support.fake_claude import Transcript, transcript_path
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
@@ -122,6 +122,7 @@ async def test_read_only_token_is_forbidden(gw: RunningGateway, admin: aioredis.
             err = await ws.expect("error")
             assert (err["code"], err["requestId"]) == ("forbidden", frame["requestId"])
     assert await admin.keys(f"{keys.prefix}cmd:*") == []
+    assert gw.metric("relaybus_gateway_commands_total", {"type": "prompt", "outcome": "forbidden"}) == 1
 
 
 async def test_unknown_session(gw: RunningGateway) -> None:
@@ -192,3 +193,22 @@ async def test_new_conversation_picks_the_only_live_host(
         await ws.send({"type": "new_conversation", "requestId": "n3", "host": "testhost", "cwd": str(workdir)})
         ack = await ws.expect("new_conversation_ack")
         assert ack["ok"] is True and ack["requestId"] == "n3"
+
+
+async def test_commands_in_flight_per_connection_are_bounded(
+    gw: RunningGateway, admin: aioredis.Redis, keys: Keys, workdir: Path, claude_dir: Path
+) -> None:
+    """A connection with 16 commands waiting gets error{unavailable} for the next one at once."""
+    sid = await _session(admin, keys, workdir, claude_dir, "mute")
+    await admin.set(keys.host("mute"), b"{}", ex=60)
+    async with WsClient(gw.ws, token="full-token") as ws:
+        await ws.hello()
+        for i in range(17):
+            await ws.send({"type": "interrupt_request", "requestId": f"i{i}", "sessionId": sid})
+        err = await ws.expect("error")
+    assert (err["requestId"], err["code"]) == ("i16", "unavailable")
+
+    async def queued() -> bool:
+        return await admin.xlen(keys.cmd("mute")) == 16
+
+    assert await wait_for(queued, what="16 routed commands")
