@@ -1,58 +1,20 @@
-"""Live Claude Code processes on this machine, from ``<claude>/sessions/<pid>.json``.
+"""The live Claude Code process of a session, and the process-tree facts drivers need.
 
-Claude Code writes one such file per running interactive process (``pid``,
-``sessionId``, ``cwd``, …). A file whose process is gone is stale and ignored.
+Live processes come from ``<claude>/sessions/<pid>.json`` (``collector.procfiles``).
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
+from collector.procfiles import LiveProcess, scan
 
 MAX_DEPTH = 64
 
 
-@dataclass(frozen=True, slots=True)
-class LiveProcess:
-    pid: int
-    session_id: str
-    cwd: str
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        return True
-    return True
-
-
 def find_live(claude_dir: Path, session_id: str) -> LiveProcess | None:
     """The running process of ``session_id``, if a live-process file names one."""
-    folder = claude_dir / "sessions"
-    try:
-        entries = sorted(folder.glob("*.json"))
-    except OSError:
-        return None
-    for path in entries:
-        try:
-            record = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        if not isinstance(record, dict) or record.get("sessionId") != session_id:
-            continue
-        pid = record.get("pid")
-        if not isinstance(pid, int):
-            pid = int(path.stem) if path.stem.isdigit() else 0
-        if pid > 0 and pid_alive(pid):
-            cwd = record.get("cwd")
-            return LiveProcess(pid, session_id, cwd if isinstance(cwd, str) else "")
-    return None
+    return scan(claude_dir / "sessions").get(session_id)
 
 
 def parent_pid(pid: int) -> int | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
@@ -19,8 +21,8 @@ from shared.keys import Keys
 from shared.redis_conn import connect
 from tests.conftest import make_settings
 from tests.support.collector_proc import CollectorProc
-from tests.support.commands_env import texts, wait_for
-from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
+from tests.support.commands_env import TmuxServer, texts, wait_for
+from tests.support.fake_claude import INTERRUPTED, REPO, Transcript, transcript_path
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
@@ -291,3 +293,40 @@ async def test_collector_killed_holding_commands_runs_none_twice(
             ran = texts(path, "user").count(f"job {i}")
             assert ran == 1
         assert ran <= 1
+
+
+async def test_live_tmux_session_is_driven_through_its_pane(
+    hosts: Callable[..., Host], gateways: Callable[..., Any], admin: aioredis.Redis, keys: Keys
+) -> None:
+    """An interactive session in tmux: the prompt is typed into the pane, busy while working, Escape interrupts."""
+    host = hosts("hostA")
+    tmux = TmuxServer()
+    try:
+        sid = str(uuid.uuid4())
+        env = {"CLAUDE_CONFIG_DIR": str(host.claude_dir), "PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]}
+        tmux.start(
+            [sys.executable, "-m", "tests.support.fake_claude", "--session-id", sid],
+            cwd=host.workdir,
+            env=env,
+        )
+        await _published(admin, keys, sid, "hostA")
+        path = transcript_path(host.claude_dir, str(host.workdir), sid)
+        gw = await gateways()
+        async with WsClient(gw.ws, token="full-token") as ws:
+            await ws.hello(FULL)
+            await ws.send({"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "hi pane"})
+            await ws.expect("prompt_sent", wait_s=30)
+            await wait_for(lambda: "Done: hi pane" in texts(path, "assistant"), what="typed prompt ran")
+            await ws.send({"type": "prompt", "requestId": "p2", "sessionId": sid, "message": "LONG pane"})
+            await ws.expect("prompt_sent", wait_s=30)
+            await ws.until(lambda fs: _states(ws, sid)[-1:] == ["working"], wait_s=60)
+            await ws.send({"type": "prompt", "requestId": "p3", "sessionId": sid, "message": "x"})
+            err = await ws.expect("error", wait_s=30)
+            assert (err["requestId"], err["code"]) == ("p3", "busy")
+            await ws.send({"type": "interrupt_request", "requestId": "i", "sessionId": sid})
+            ack = await ws.expect("interrupt_ack", wait_s=30)
+            assert (ack["requestId"], ack["ok"]) == ("i", True)
+            await ws.until(lambda fs: _states(ws, sid)[-1:] == ["idle"], wait_s=60)
+        assert texts(path, "user") == ["hi pane", "LONG pane", INTERRUPTED]
+    finally:
+        tmux.kill()
