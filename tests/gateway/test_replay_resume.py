@@ -37,7 +37,7 @@ async def test_replay_during_append_race(settings: Settings, pub: Publisher) -> 
         await task
         try:
             for c in clients:
-                await c.until(lambda r, c=c: len(c.events()) >= total, 60)
+                await c.until(lambda r, c=c: c.n_events >= total, 60)
                 await c.send({"type": "list_sessions"})
                 await c.expect("sessions")  # anything duplicated would have arrived before this
         finally:
@@ -98,7 +98,7 @@ async def test_resume_with_live_traffic_is_exact(gw: RunningGateway, pub: Publis
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello([], lastSeqId=cut.last_seq)
         await task
-        await c.until(lambda _: len(c.events()) >= 300, 60)
+        await c.until(lambda _: c.n_events >= 300, 60)
         await c.send({"type": "list_sessions"})
         await c.expect("sessions")
     assert texts(c.events()) == [str(i) for i in range(1, 301)]

@@ -26,6 +26,8 @@ class WsClient:
         self.max_size = max_size
         self.ws: ClientConnection | None = None
         self.received: list[Frame] = []
+        #: session_event frames received so far (cheap to poll in ``until`` predicates)
+        self.n_events = 0
 
     async def __aenter__(self) -> WsClient:
         self.ws = await connect(self.url, additional_headers=self.headers, compression=None,
@@ -43,9 +45,12 @@ class WsClient:
 
     async def recv(self, wait_s: float = 10.0) -> Frame:
         assert self.ws is not None
-        raw = await asyncio.wait_for(self.ws.recv(), wait_s)
+        async with asyncio.timeout(wait_s):
+            raw = await self.ws.recv()
         frame: Frame = orjson.loads(raw)
         self.received.append(frame)
+        if frame["type"] == "session_event":
+            self.n_events += 1
         return frame
 
     async def expect(self, type_: str, wait_s: float = 10.0) -> Frame:
