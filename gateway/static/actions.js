@@ -13,7 +13,8 @@ const DECISION_WORDS = {
   rejected: "Rejected",
   deny: "Rejected",
   expired: "Expired",
-  timeout: "Expired",
+  timeout: "Expired: answer it in the terminal",
+  no_decision: "No decision: answer it in the terminal",
 };
 
 export class Actions {

@@ -297,9 +297,10 @@ function boot() {
     location.hash = "#/";
   });
   window.addEventListener("hashchange", route);
-  window.addEventListener("online", () => conn.retryNow());
+  const wake = () => conn.checkAlive({ type: "list_sessions", requestId: newId("l") });
+  window.addEventListener("online", wake);
   document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") conn.retryNow();
+    if (document.visibilityState === "visible") wake();
   });
   setInterval(() => {
     if (!$("#list-view").hidden) drawList();

@@ -23,6 +23,7 @@ export class Connection {
     this.ws = null;
     this.attempt = 0;
     this.timer = null;
+    this.probe = null;
     this.stopped = true;
   }
 
@@ -34,6 +35,7 @@ export class Connection {
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.probe);
     this.timer = null;
     const ws = this.ws;
     this.ws = null;
@@ -44,17 +46,35 @@ export class Connection {
     return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
   }
 
-  /** Reconnect now (network came back, user tapped retry) unless already connected. */
+  /** Reconnect now (network came back, user tapped retry) when waiting to reconnect. */
   retryNow() {
-    if (this.stopped || this.connected) return;
+    if (this.stopped || this.ws) return;
     clearTimeout(this.timer);
     this.timer = null;
-    if (this.ws) {
-      const ws = this.ws;
-      this.ws = null;
-      ws.close();
-    }
     this.open();
+  }
+
+  /**
+   * After the device wakes or the network returns an open socket may be dead without a
+   * close event (half-open TCP). Send `frame` (any request the server answers) and replace
+   * the socket if nothing at all arrives within `timeoutMs`.
+   */
+  checkAlive(frame, timeoutMs = 5000) {
+    if (this.stopped) return;
+    if (!this.ws) {
+      this.retryNow();
+      return;
+    }
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    const ws = this.ws;
+    this.send(frame);
+    clearTimeout(this.probe);
+    this.probe = setTimeout(() => {
+      if (this.ws !== ws) return;
+      this.ws = null; // forget it: its events are ignored from now on
+      ws.close();
+      this.open();
+    }, timeoutMs);
   }
 
   /** The server accepted us (welcome): reset the backoff. */
@@ -89,6 +109,7 @@ export class Connection {
     };
     ws.onmessage = (e) => {
       if (this.ws !== ws) return;
+      clearTimeout(this.probe);
       let msg;
       try {
         msg = JSON.parse(e.data);

@@ -194,6 +194,8 @@ const ERROR_WORDS = {
   host_required: "Say which machine should run it.",
   invalid_message: "That message can't be sent (empty or too long).",
   invalid_field: "The request was malformed.",
+  ambiguous: "Several requests are waiting; answer one of them.",
+  already_resolved: "Someone already answered that request.",
 };
 
 /** Every code with plain words (for tests and docs). */

@@ -11,6 +11,7 @@ collector projects them into typed blocks, which is all the client ever renders.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -96,6 +97,11 @@ class GatewayProc:
                 raise TimeoutError(f"gateway not ready after {timeout_s}s: {self.log()}")
             time.sleep(0.05)
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
     def kill(self) -> None:
         """SIGKILL, as in a crash."""
         if self.proc is not None and self.proc.poll() is None:
@@ -105,6 +111,7 @@ class GatewayProc:
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
+        self.proc.send_signal(signal.SIGCONT)  # in case a test froze it
         self.proc.terminate()
         try:
             self.proc.wait(10)

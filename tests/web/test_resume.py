@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from typing import Any
 
 from playwright.sync_api import Page, WebSocket, expect
@@ -88,3 +90,33 @@ def test_gap_detected_shows_a_marker_and_reloads(page: Page, small_stack: Stack)
     assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs)
     texts = page.locator("#messages .bubble").all_inner_texts()
     assert len(texts) == len(set(texts))
+
+
+def test_a_frozen_connection_is_replaced_when_the_network_returns(page: Page, stack: Stack) -> None:
+    """When the network comes back the page probes its socket; a peer that does not answer (half-open) is replaced, and the events written meanwhile arrive exactly once."""
+    sockets: list[WebSocket] = []
+    page.on("websocket", lambda ws: sockets.append(ws))
+    sid, path = stack.new_session()
+    stack.write(path, w.prompt(sid, "m1"))
+    open_app(page, stack)
+    page.locator(f'.srow[data-session-id="{sid}"] a').click()
+    bubbles = page.locator("#messages .bubble")
+    expect(bubbles).to_have_text(["m1"])
+    assert len(sockets) == 1
+
+    os.kill(stack.gateway.pid, signal.SIGSTOP)  # the socket stays open but nothing answers
+    try:
+        stack.write(path, w.reply(sid, "r1", final=False), w.reply(sid, "r2", final=False))
+        page.evaluate("window.dispatchEvent(new Event('online'))")
+        page.wait_for_timeout(500)
+        assert len(sockets) == 1, "a live-looking socket is kept until the probe times out"
+        for _ in range(100):  # the probe gives up after 5 s; allow 20 s on a loaded box
+            if len(sockets) >= 2:
+                break
+            page.wait_for_timeout(200)
+        assert len(sockets) >= 2, "the unanswered socket was never replaced"
+    finally:
+        os.kill(stack.gateway.pid, signal.SIGCONT)
+    expect(bubbles).to_have_text(["m1", "r1", "r2"])
+    seqs = _seqs(page)
+    assert len(seqs) == len(set(seqs))
