@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from tests.conftest import make_settings
@@ -179,3 +181,37 @@ async def test_http_endpoints(gw: RunningGateway) -> None:
         text = (await http.get("/metrics")).text
     assert "relaybus_gateway_connections" in text
     assert "relaybus_gateway_e2e_latency_seconds_bucket" in text
+
+
+async def test_web_client_served_without_shadowing(gw: RunningGateway) -> None:
+    """The web client is served at / while /ws, /healthz, /readyz and /metrics keep working."""
+    async with httpx.AsyncClient(base_url=gw.http) as http:
+        index = await http.get("/")
+        assert index.status_code == 200 and "text/html" in index.headers["content-type"]
+        assert (await http.get("/healthz")).json()["status"] == "ok"
+    async with WsClient(gw.ws, token="full-token") as c:
+        assert (await c.hello())["type"] == "welcome"
+
+
+async def test_metrics_count_what_happened(gw: RunningGateway, pub: Publisher) -> None:
+    """Replays, replayed events, frames and bytes by type, e2e latency, connections are counted."""
+    await pub.start_session("s1")
+    await pub.events("s1", ["a", "b", "c"])
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello(["session_subscriptions"])
+        assert gw.metric("relaybus_gateway_connections") == 1
+        await c.send({"type": "watch_session", "sessionId": "s1"})
+        await c.until(lambda _: c.n_events == 3)
+        await pub.events("s1", ["d", "e"])
+        await c.until(lambda _: c.n_events == 5)
+    assert gw.metric("relaybus_gateway_replays_total") == 1
+    assert gw.metric("relaybus_gateway_replayed_events_total") == 3
+    assert gw.metric("relaybus_gateway_messages_sent_total", {"type": "session_event"}) == 5
+    assert gw.metric("relaybus_gateway_messages_sent_total", {"type": "watch_ack"}) == 1
+    assert gw.metric("relaybus_gateway_bytes_sent_total") > 500
+    assert gw.metric("relaybus_gateway_e2e_latency_seconds_count") >= 2
+    for _ in range(200):
+        if gw.metric("relaybus_gateway_connections") == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert gw.metric("relaybus_gateway_connections") == 0
