@@ -15,6 +15,7 @@ const DECISION_WORDS = {
   expired: "Expired",
   timeout: "Expired: answer it in the terminal",
   no_decision: "No decision: answer it in the terminal",
+  cancelled: "Cancelled",
 };
 
 export class Actions {

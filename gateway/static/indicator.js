@@ -68,7 +68,7 @@ export class Indicator {
     elapsed.textContent = formatElapsed(now - this.since);
     if (this.state === "waiting") {
       glyph.textContent = "◆";
-      verb.textContent = this.waitingFor ? `Waiting for ${this.waitingFor}` : "Waiting for you";
+      verb.textContent = this.waitingFor ? `Waiting: ${this.waitingFor}` : "Waiting for you";
       return;
     }
     const turn = Math.max(0, Math.floor((now - this.since) / VERB_MS));

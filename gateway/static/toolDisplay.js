@@ -196,6 +196,7 @@ const ERROR_WORDS = {
   invalid_field: "The request was malformed.",
   ambiguous: "Several requests are waiting; answer one of them.",
   already_resolved: "Someone already answered that request.",
+  no_pending_request: "There is no request waiting for an answer.",
 };
 
 /** Every code with plain words (for tests and docs). */

@@ -50,7 +50,7 @@ def test_working_indicator_elapsed_idle_and_waiting(page: Page, stack: Stack) ->
     expect(page.locator("#stop")).to_be_hidden()
 
     stack.live_process(sid, "waiting", "permission to run Bash")
-    expect(indicator.locator(".verb")).to_have_text("Waiting for permission to run Bash")
+    expect(indicator.locator(".verb")).to_have_text("Waiting: permission to run Bash")
     expect(page.locator("#stop")).to_be_hidden()
     page.locator("#back").click()
     expect(page.locator(f'.srow[data-session-id="{sid}"] .badge.waiting')).to_be_visible()
