@@ -43,6 +43,7 @@ export function diffView(edit) {
     { class: "edit" },
     h("div", { class: "delta" }, formatEditDelta(edit)),
     rows.length ? h("div", { class: "diff" }, rows) : null,
+    edit.truncated === true ? h("div", { class: "cut" }, "Diff shortened by the server.") : null,
   );
 }
 

@@ -100,9 +100,11 @@ export function diffRows(edit) {
   let shift = 0; // new-file line offset accumulated by earlier hunks
   for (const hunk of hunks) {
     const start = Number.isFinite(hunk?.oldStart) ? hunk.oldStart : 1;
-    let oldNo = start;
-    let newNo = start + shift;
-    rows.push({ kind: "hunk", text: `@@ line ${start}`, oldNo: null, newNo: null });
+    // oldStart 0: the old side is empty (a created file); the new side starts at line 1.
+    let oldNo = Math.max(start, 1);
+    let newNo = Math.max(start, 1) + shift;
+    const header = start === 0 ? "@@ new file" : `@@ line ${start}`;
+    rows.push({ kind: "hunk", text: header, oldNo: null, newNo: null });
     for (const raw of Array.isArray(hunk?.lines) ? hunk.lines : []) {
       const line = String(raw);
       const sign = line.charAt(0);

@@ -87,6 +87,14 @@ test("diffRows classifies lines and numbers old and new sides across hunks", () 
   );
 });
 
+test("diffRows numbers a created file from line 1", () => {
+  const rows = diffRows({ added: 2, removed: 0, hunks: [{ oldStart: 0, lines: ["+a", "+b"] }] });
+  assert.deepEqual(
+    rows.map((r) => [r.kind, r.text, r.oldNo, r.newNo]),
+    [["hunk", "@@ new file", null, null], ["add", "a", null, 1], ["add", "b", null, 2]],
+  );
+});
+
 test("diffRows tolerates missing hunks and unprefixed lines", () => {
   assert.deepEqual(diffRows(undefined), []);
   assert.deepEqual(diffRows({ hunks: "nope" }), []);
