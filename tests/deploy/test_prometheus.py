@@ -26,6 +26,7 @@ from tests.support.gateway_server import GatewayProc
 from tests.support.servers import RedisServer, free_port
 
 TOKEN = "full-token"
+WAIT_S = 60.0
 
 
 @pytest.fixture
@@ -33,23 +34,16 @@ def monitored(
     tmp_path: Path, server: RedisServer, namespace: str, claude_dir: Path
 ) -> Iterator[tuple[Prometheus, GatewayProc]]:
     """A gateway, a collector (metrics on a free port) and Prometheus scraping both."""
-    metrics_port = free_port()
     gateway = GatewayProc(
         redis_url=server.url, namespace=namespace, log_path=tmp_path / "gateway.log"
     )
-    collector = CollectorProc(
-        redis_url=server.url,
-        namespace=namespace,
-        claude_dir=claude_dir,
-        env={"RELAYBUS_COLLECTOR_METRICS_PORT": str(metrics_port)},
-    )
+    collector, metrics_port = _start_collector(server, namespace, claude_dir)
     prometheus = Prometheus(
         tmp_path / "prometheus",
         {"gateway": [f"127.0.0.1:{gateway.port}"], "collector": [f"127.0.0.1:{metrics_port}"]},
     )
     try:
         gateway.start()
-        collector.start()
         prometheus.start()
         yield prometheus, gateway
     finally:
@@ -58,28 +52,54 @@ def monitored(
         gateway.kill()
 
 
+def _start_collector(
+    server: RedisServer, namespace: str, claude_dir: Path
+) -> tuple[CollectorProc, int]:
+    """A collector serving /metrics on a free port; another free port if one was taken
+    between choosing and binding it (other suites run on this machine)."""
+    for attempt in range(3):
+        port = free_port()
+        collector = CollectorProc(
+            redis_url=server.url,
+            namespace=namespace,
+            claude_dir=claude_dir,
+            env={"RELAYBUS_COLLECTOR_METRICS_PORT": str(port)},
+        )
+        try:
+            return collector.start(), port
+        except RuntimeError:
+            collector.stop()
+            if attempt == 2 or "Address already in use" not in collector.log():
+                raise
+    raise AssertionError("unreachable")
+
+
 async def _drive_traffic(gateway: GatewayProc, claude_dir: Path) -> None:
-    """Publish, watch, replay, a gap, a bad frame and a command: every family gets samples."""
+    """Publish, watch, replay, a gap, a bad frame and a command: every family gets samples.
+    Waits are long: other test suites may load the machine."""
     sid = str(uuid.uuid4())
     path = transcript(claude_dir, sid)
     append(path, user_line(sid, "first") + progress_line(sid))
     async with WsClient(gateway.ws, token=TOKEN) as ws:
-        await ws.hello(FULL)
-        await ws.until(lambda _: any(f["type"] == "session_started" for f in ws.received), 30)
+        await ws.send({"type": "hello", "capabilities": FULL})
+        await ws.expect("welcome", WAIT_S)
+        await ws.until(lambda _: any(f["type"] == "session_started" for f in ws.received), WAIT_S)
         await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-        await ws.expect("watch_ack")
+        await ws.expect("watch_ack", WAIT_S)
         append(path, assistant_line(sid, "live reply"))
-        await ws.until(lambda _: any("live reply" in str(f) for f in ws.events(sid)), 30)
+        await ws.until(lambda _: any("live reply" in str(f) for f in ws.events(sid)), WAIT_S)
         await ws.send("not json")
-        await ws.expect("error")
+        await ws.expect("error", WAIT_S)
         await ws.send({"type": "interrupt_request", "requestId": "i", "sessionId": sid})
-        await ws.until(lambda _: any(f.get("requestId") == "i" for f in ws.received), 60)
+        await ws.until(lambda _: any(f.get("requestId") == "i" for f in ws.received), WAIT_S)
     async with WsClient(gateway.ws, token=TOKEN) as ws:
-        await ws.hello([], lastSeqId=1, epoch="not-the-epoch")
-        await ws.expect("gap_detected")
+        await ws.send({"type": "hello", "capabilities": [], "lastSeqId": 1, "epoch": "old"})
+        await ws.expect("gap_detected", WAIT_S)
 
 
-async def _eventually(prometheus: Prometheus, query: str, timeout_s: float = 60.0) -> dict[str, Any]:
+async def _eventually(
+    prometheus: Prometheus, query: str, timeout_s: float = WAIT_S
+) -> dict[str, Any]:
     """Query until the answer is a success with at least one sample; the last answer."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s

@@ -119,7 +119,7 @@ def test_collector_publishes_over_tls_with_the_documented_url(
         append(transcript(claude_dir, sid), user_line(sid, "over TLS"))
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:
-            entries = poll(lambda: client.xrange(Keys(namespace).session_events(sid)), 30)
+            entries = poll(lambda: client.xrange(Keys(namespace).session_events(sid)), 60)
         finally:
             client.close()
     fields = entries[0][1]

@@ -14,7 +14,7 @@ import pytest
 from shared.up import lan_address
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.deploy_up import UpProc, child_pids, gone
-from tests.support.gateway_client import WsClient
+from tests.support.gateway_client import Frame, WsClient
 from tests.support.servers import RedisServer
 
 
@@ -23,6 +23,12 @@ def up(tmp_path: Path, claude_dir: Path) -> Iterator[UpProc]:
     proc = UpProc(tmp_path, claude_dir)
     yield proc
     proc.kill()
+
+
+async def _hello(ws: WsClient, caps: list[str] | None = None) -> Frame:
+    """hello/welcome with a wait long enough for a loaded machine."""
+    await ws.send({"type": "hello", "capabilities": caps or []})
+    return await ws.expect("welcome", 60)
 
 
 def _port_open(port: int) -> bool:
@@ -56,14 +62,14 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
 
     sid = str(uuid.uuid4())
     async with WsClient(f"ws://127.0.0.1:{up.port}/ws", token=token, query_token=True) as ws:
-        await ws.hello()
+        await _hello(ws)
         append(transcript(claude_dir, sid), user_line(sid, "hello from the terminal"))
-        await ws.until(lambda frames: any(f.get("sessionId") == sid for f in ws.events()), 30)
+        await ws.until(lambda frames: any(f.get("sessionId") == sid for f in ws.events()), 60)
         event = ws.events(sid)[0]
         assert "hello from the terminal" in str(event["event"]["blocks"])
 
         assert up.terminate() == 0
-        assert await ws.closed_code() in (1001, 1012)
+        assert await ws.closed_code(60) in (1001, 1012)
     assert gone(servers[0])
     assert not _port_open(server_port)
     assert not _port_open(up.port)
@@ -74,17 +80,17 @@ async def test_up_restart_keeps_token_and_history(up: UpProc, claude_dir: Path) 
     first = up.start().wait_banner()
     sid = str(uuid.uuid4())
     async with WsClient(f"ws://127.0.0.1:{up.port}/ws", token=first["Token"]) as ws:
-        await ws.hello()
+        await _hello(ws)
         append(transcript(claude_dir, sid), user_line(sid, "before the restart"))
-        await ws.until(lambda frames: bool(ws.events(sid)), 30)
+        await ws.until(lambda frames: bool(ws.events(sid)), 60)
     assert up.terminate() == 0
 
     second = up.start().wait_banner()
     assert second["Token"] == first["Token"]
     async with WsClient(f"ws://127.0.0.1:{up.port}/ws", token=first["Token"]) as ws:
-        await ws.hello(["session_subscriptions"])
+        await _hello(ws, ["session_subscriptions"])
         await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-        await ws.until(lambda frames: bool(ws.events(sid)), 30)
+        await ws.until(lambda frames: bool(ws.events(sid)), 60)
         assert "before the restart" in str(ws.events(sid)[0]["event"]["blocks"])
     assert up.terminate() == 0
 
@@ -109,7 +115,7 @@ async def test_up_with_a_redis_url_starts_no_embedded_server(
         assert child_pids(up.proc.pid) == []
         assert not (up.state_dir / "server").exists()
         async with WsClient(f"ws://127.0.0.1:{up.port}/ws", token="configured-token") as ws:
-            welcome = await ws.hello()
+            welcome = await _hello(ws)
             assert welcome["type"] == "welcome"
         assert up.terminate() == 0
     finally:
