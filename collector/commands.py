@@ -179,10 +179,17 @@ class CollectorCommands:
     """
 
     def __init__(
-        self, settings: Settings, commands_total: Counter, wake: Callable[[], None]
+        self,
+        settings: Settings,
+        commands_total: Counter,
+        wake: Callable[[], None],
+        *,
+        extra_handlers: Mapping[str, Handler] | None = None,
     ) -> None:
         self._settings = settings
         self._counter = commands_total
+        #: Command types served outside the drivers (``permission_decision``: approvals).
+        self._extra = dict(extra_handlers or {})
         self.traces = TraceMap()
         self.notices = TurnNotices(self.traces, wake)
 
@@ -190,7 +197,8 @@ class CollectorCommands:
         block_ms = 1000
         client = connect(self._settings, block_ms=block_ms)
         controller = Controller(self._settings, client, self.notices)
-        handlers = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
+        handlers: dict[str, Handler] = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
+        handlers.update(self._extra)
         consumer = CommandConsumer(client, self._settings, handlers, self._counter, block_ms=block_ms)
         try:
             await consumer.run(stop)

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from prometheus_client import CollectorRegistry
 
+from collector.approvals import Approvals
 from collector.commands import CollectorCommands
 from collector.engine import Engine
 from collector.heartbeat import beat
@@ -24,6 +25,7 @@ from collector.publisher import Publisher
 from collector.watcher import Wake, rescan, watch
 from shared import projection
 from shared.appendlog import EpochChanged
+from shared.approvals import PERMISSION_DECISION
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -70,6 +72,7 @@ async def drive(
     stop: asyncio.Event,
     metrics: CollectorMetrics,
     commands: CollectorCommands | None = None,
+    approvals: Approvals | None = None,
 ) -> None:
     """The engine loop: sync what changed, run timers, survive Redis outages and data loss."""
     loop = asyncio.get_running_loop()
@@ -92,6 +95,8 @@ async def drive(
                     await engine.sync_processes()
             if commands is not None:
                 await commands.notices.apply(engine)
+            if approvals is not None:
+                await approvals.apply(engine)
             if loop.time() >= next_tick:
                 if await engine.pub.epoch_changed():
                     raise EpochChanged("")
@@ -160,12 +165,17 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     client = connect(settings)
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
-    commands = CollectorCommands(settings, metrics.commands, wake.event.set)
+    approvals = Approvals(settings, wake.event.set)
+    commands = CollectorCommands(
+        settings, metrics.commands, wake.event.set,
+        extra_handlers={PERMISSION_DECISION: approvals.decide},
+    )
     engine.pub.traces = commands.traces
     dirs = [engine.projects, engine.sessions_dir]
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
-        "engine": lambda: drive(engine, wake, stop, metrics, commands),
+        "engine": lambda: drive(engine, wake, stop, metrics, commands, approvals),
         "commands": lambda: commands.run(stop),
+        "approvals": lambda: approvals.serve(stop),
         "watcher": lambda: watch(wake, dirs, stop, step_ms=settings.watch_step_ms),
         "rescan": lambda: rescan(wake, stop, interval_s=RESCAN_S),
         "heartbeat": lambda: heartbeat(client, settings, stop),

@@ -62,6 +62,14 @@ class TurnTracker:
             return None
         return self._set(IDLE, now_ms, None)
 
+    def on_approval(self, waiting_for: str | None, now_ms: int) -> TurnChange | None:
+        """A permission request is held (``waiting_for``), or none is any more (working again)."""
+        if self.live_status:
+            return None
+        if waiting_for:
+            return self._set(WAITING, now_ms, waiting_for)
+        return self._set(WORKING, now_ms, None) if self.state == WAITING else None
+
     def on_end(self, now_ms: int) -> TurnChange | None:
         """The session ended: whatever it was doing, it is not working any more."""
         self.live_status = False

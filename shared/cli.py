@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from shared import __version__
+from shared import __version__, hookcli
 from shared.logsetup import configure_logging
 from shared.settings import Settings, SettingsError, load_settings
 
@@ -46,6 +46,7 @@ COLLECTOR_FIELDS = [
     "claude_args",
     "approval_mode",
     "approval_timeout_seconds",
+    "approval_port",
 ]
 GATEWAY_FIELDS = [
     "gateway_host",
@@ -110,6 +111,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=summary, description=summary)
         _add_setting_options(p, fields)
+    if only is None:  # listed for --help; they parse their own arguments (shared.hookcli)
+        for name, summary in hookcli.SUBCOMMANDS.items():
+            sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
@@ -128,7 +132,10 @@ def run_command(command: str, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _dispatch(build_parser(), list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in hookcli.SUBCOMMANDS:
+        return hookcli.main(args)
+    return _dispatch(build_parser(), args)
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:

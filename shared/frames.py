@@ -16,8 +16,13 @@ SESSION_STARTED = "session_started"
 SESSION_ENDED = "session_ended"
 TURN_STATUS = "turn_status"
 
+PERMISSION_REQUEST = "permission_request"
+PERMISSION_RESOLVED = "permission_resolved"
+
 #: Log kinds every client may receive (subject to capabilities); the rest are per-watch.
 BROADCAST_KINDS = frozenset({SESSION_STARTED, SESSION_ENDED, TURN_STATUS})
+#: Log kinds of one session's stream: delivered to its watchers and replayed on watch.
+SESSION_KINDS = frozenset({SESSION_EVENT, PERMISSION_REQUEST, PERMISSION_RESOLVED})
 
 
 def _prefix(obj: dict[str, Any]) -> bytes:
@@ -59,4 +64,45 @@ def turn_status(sid: str, *, state: str, since: int, waiting_for: str | None = N
     frame: dict[str, Any] = {"type": TURN_STATUS, "sessionId": sid, "state": state, "since": since}
     if waiting_for:
         frame["waitingFor"] = waiting_for
+    return _prefix(frame)
+
+
+def permission_request(
+    sid: str,
+    *,
+    request_key: str,
+    tool_use_id: str | None,
+    name: str,
+    tool_input: dict[str, Any],
+    edit: dict[str, Any] | None,
+    expires_at: int,
+) -> bytes:
+    """A held permission request (session stream, no ``sessionSeq``)."""
+    frame: dict[str, Any] = {
+        "type": PERMISSION_REQUEST,
+        "sessionId": sid,
+        "requestKey": request_key,
+        "name": name,
+        "input": tool_input,
+    }
+    if tool_use_id:
+        frame["toolUseId"] = tool_use_id
+    if edit is not None:
+        frame["edit"] = edit
+    frame["expiresAt"] = expires_at
+    return _prefix(frame)
+
+
+def permission_resolved(
+    sid: str, *, request_key: str, decision: str, message: str | None = None
+) -> bytes:
+    """``decision``: ``allow``, ``deny``, ``timeout`` or ``cancelled`` (open union)."""
+    frame: dict[str, Any] = {
+        "type": PERMISSION_RESOLVED,
+        "sessionId": sid,
+        "requestKey": request_key,
+        "decision": decision,
+    }
+    if message:
+        frame["message"] = message
     return _prefix(frame)

@@ -183,6 +183,12 @@ class Settings(BaseSettings):
         gt=0,
         description="a permission request without a decision in this time falls through",
     )
+    approval_port: int = Field(
+        default=9465,
+        ge=0,
+        le=65535,
+        description="loopback port where the collector takes permission requests from the Claude Code hook (0 = off)",
+    )
 
     @field_validator("claude_dir", mode="before")
     @classmethod

@@ -1,0 +1,420 @@
+"""Permission requests from Claude Code's hook, held while someone can answer from a phone.
+
+``relaybus hook permission-request`` POSTs the hook's JSON to ``127.0.0.1:<approval_port>``.
+The request is held only when a client with a full-access token watches the session
+(``RELAYBUS_APPROVAL_MODE=always``: regardless) and the session is known; otherwise the
+answer is "no decision" at once and Claude Code shows its own prompt. A held request is
+published as a ``permission_request`` log event and turns the session ``waiting``. It
+ends with the first of: a client's decision (claimed in Redis with ``SET NX`` by the
+gateway, delivered by a ``permission_decision`` command and also polled), the timeout,
+the hook going away, or (watched mode) nobody watching for :data:`UNWATCHED_GRACE_S`.
+Only an explicit client decision ever allows; every other end is "no decision".
+
+Session state is written only by the engine task: events are queued here and the engine
+applies them with :meth:`Approvals.apply` (as ``collector.drivers.notices`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from collector.sessions import turn_event, turn_hash
+from shared import approvals as ap
+from shared import frames, projection
+from shared.appendlog import OutEvent
+from shared.commands import INVALID, Command, Reply
+from shared.keys import Keys
+from shared.redis_conn import connect
+from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from collector.engine import Engine
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: One Redis round trip on the hook's path may take this long before we give up.
+REDIS_OP_S = 2.0
+#: The request must be in the log within this time, or the hook gets no decision.
+PUBLISH_WAIT_S = 5.0
+#: How often a held request looks at Redis (decision, watchers) besides the command push.
+POLL_S = 0.5
+#: A held request (watched mode) is released after nobody watched it for this long.
+UNWATCHED_GRACE_S = 5.0
+HEADER_MAX_BYTES = 16 * 1024
+BODY_MAX_BYTES = 16 * 1024 * 1024
+READ_TIMEOUT_S = 10.0
+MAX_HELD = 256
+MAX_QUEUED = 10_000
+TRANSCRIPT_TAIL_BYTES = 2 * 1024 * 1024
+
+Decision = tuple[str, str | None]
+
+
+@dataclass(slots=True)
+class Held:
+    key: str
+    sid: str
+    name: str
+    decided: asyncio.Future[Decision]
+
+
+@dataclass(slots=True)
+class _Queued:
+    sid: str
+    events: list[OutEvent]
+    published: asyncio.Future[None] | None = None
+    cancelled: bool = False
+
+
+@dataclass(slots=True)
+class Approvals:
+    """The approval endpoint, the registry of held requests and their log events."""
+
+    settings: Settings
+    wake: Callable[[], None]
+    keys: Keys = field(init=False)
+    held: dict[str, Held] = field(default_factory=dict, init=False)
+    _queue: deque[_Queued] = field(default_factory=deque, init=False)
+    _client: aioredis.Redis | None = field(default=None, init=False)
+    port: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = Keys(self.settings.namespace)
+
+    # --- the loopback endpoint --------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop``; held requests then end with no decision."""
+        if self.settings.approval_port == 0:
+            return
+        self._client = connect(self.settings)
+        try:
+            try:
+                server = await asyncio.start_server(
+                    self._connection, "127.0.0.1", self.settings.approval_port,
+                    limit=HEADER_MAX_BYTES,
+                )
+            except OSError as exc:
+                log.error("approvals off: cannot listen on 127.0.0.1:%d (%s)",
+                          self.settings.approval_port, exc)
+                return
+            self.port = server.sockets[0].getsockname()[1]
+            log.info("approvals: listening on 127.0.0.1:%d", self.port)
+            async with server:
+                await stop.wait()
+                server.close()
+                for h in list(self.held.values()):
+                    if not h.decided.done():
+                        h.decided.set_result((ap.CANCELLED, "the collector stopped"))
+                for _ in range(100):  # let the held requests answer their hooks
+                    if not self.held:
+                        break
+                    await asyncio.sleep(0.02)
+        finally:
+            await self._client.aclose()
+            self._client = None
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        status, reply = 400, {}
+        try:
+            body = await asyncio.wait_for(_read_body(reader), READ_TIMEOUT_S)
+            if body is not None:
+                status = 200
+                reply = await self.request(body, gone=asyncio.ensure_future(reader.read(1)))
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError) as exc:
+            log.debug("approvals: bad or lost request: %r", exc)
+        finally:
+            with contextlib.suppress(OSError):
+                payload = orjson.dumps(reply)
+                writer.write(
+                    f"HTTP/1.1 {status} {'OK' if status == 200 else 'Bad Request'}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    "Connection: close\r\n\r\n".encode() + payload
+                )
+                await writer.drain()
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    # --- one request --------------------------------------------------------------------
+
+    async def request(self, body: bytes, *, gone: asyncio.Future[bytes]) -> dict[str, Any]:
+        """The hook's answer: ``{"behavior": "allow"|"deny", "message"?}`` or ``{}`` (none)."""
+        try:
+            return await self._request(body, gone)
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.warning("approvals: Redis unavailable (%s): no decision", exc)
+            return {}
+        finally:
+            gone.cancel()
+
+    async def _request(self, body: bytes, gone: asyncio.Future[bytes]) -> dict[str, Any]:
+        try:
+            req = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return {}
+        sid, name, tool_input = _fields(req)
+        if sid is None or name is None or tool_input is None:
+            return {}
+        s = self.settings
+        if len(self.held) >= MAX_HELD:
+            log.warning("approvals: %d requests held already; no decision", len(self.held))
+            return {}
+        if s.approval_mode == "watched" and not await self._watchers(sid):
+            log.info("approvals: %s %s: nobody watching, no decision", sid, name)
+            return {}
+        if not await self._op(self._redis.hexists(self.keys.session(sid), "host")):
+            log.info("approvals: %s %s: unknown session, no decision", sid, name)
+            return {}
+        key = uuid.uuid4().hex
+        expires = _now_ms() + int(s.approval_timeout_seconds * 1000)
+        tool_use_id, edit = await asyncio.to_thread(
+            self._describe, req.get("transcript_path"), name, tool_input
+        )
+        held = Held(key, sid, name, asyncio.get_running_loop().create_future())
+        index = ap.pending_key(self.keys, sid)
+        entry = orjson.dumps({"host": s.host_id, "name": name, "expiresAt": expires})
+        ttl = int(s.approval_timeout_seconds) + ap.DECISION_GRACE_S
+        self.held[key] = held
+        try:
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hset(index, key, entry)
+            pipe.expire(index, ttl)
+            await self._op(pipe.execute())
+            frame = frames.permission_request(
+                sid, request_key=key, tool_use_id=tool_use_id, name=name,
+                tool_input=tool_input, edit=edit, expires_at=expires,
+            )
+            if not await self._publish(sid, frame, frames.PERMISSION_REQUEST, wait=True):
+                await self._finish(held, (ap.CANCELLED, None), claim=True)
+                return {}
+            log.info("approvals: %s %s held as %s (tool %s)", sid, name, key, tool_use_id or "-")
+            decision = await self._hold(held, expires, gone)
+            decision = await self._finish(held, decision, claim=decision[0] not in ap.CLIENT_DECISIONS)
+        finally:
+            self.held.pop(key, None)
+        log.info("approvals: %s %s: %s", sid, key, decision[0])
+        if decision[0] == ap.ALLOW:
+            return {"behavior": ap.ALLOW}
+        if decision[0] == ap.DENY:
+            return {"behavior": ap.DENY, "message": decision[1] or "Rejected from relaybus"}
+        return {}
+
+    async def _hold(self, held: Held, expires_ms: int, gone: asyncio.Future[bytes]) -> Decision:
+        """Wait for the decision, the timeout, the hook leaving, or (watched) the watchers leaving."""
+        unwatched_since: float | None = None
+        loop = asyncio.get_running_loop()
+        dkey = ap.decision_key(self.keys, held.key)
+        while True:
+            left = (expires_ms - _now_ms()) / 1000
+            if left <= 0:
+                return (ap.TIMEOUT, None)
+            waits: set[asyncio.Future[Any]] = {held.decided, gone}
+            await asyncio.wait(waits, timeout=min(POLL_S, left),
+                               return_when=asyncio.FIRST_COMPLETED)
+            if held.decided.done():
+                return held.decided.result()
+            if gone.done():
+                return (ap.CANCELLED, "the hook went away")
+            try:
+                found = ap.parse_decision(await self._op(self._redis.get(dkey)))
+                watched = self.settings.approval_mode != "watched" or await self._watchers(held.sid)
+            except (RedisError, OSError, TimeoutError) as exc:
+                log.warning("approvals: Redis unavailable while holding %s: %s", held.key, exc)
+                return (ap.CANCELLED, "storage unavailable")
+            if found is not None:
+                return found
+            if self.settings.approval_mode == "watched":
+                if watched:
+                    unwatched_since = None
+                elif unwatched_since is None:
+                    unwatched_since = loop.time()
+                elif loop.time() - unwatched_since >= UNWATCHED_GRACE_S:
+                    return (ap.CANCELLED, "nobody is watching")
+
+    async def _finish(self, held: Held, decision: Decision, *, claim: bool) -> Decision:
+        """Record the end (first writer wins), drop the index entry, publish the resolution."""
+        dkey = ap.decision_key(self.keys, held.key)
+        ttl = ap.DECISION_GRACE_S + int(self.settings.approval_timeout_seconds)
+        try:
+            if claim and not await self._op(
+                self._redis.set(dkey, ap.decision_record(*decision), nx=True, ex=ttl)
+            ):
+                # a client decided in the same instant: its decision stands
+                decision = ap.parse_decision(await self._op(self._redis.get(dkey))) or decision
+            await self._op(self._redis.hdel(ap.pending_key(self.keys, held.sid), held.key))
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.warning("approvals: could not record the end of %s: %s", held.key, exc)
+            if claim:
+                decision = (ap.CANCELLED, None)
+        self.held.pop(held.key, None)
+        frame = frames.permission_resolved(
+            held.sid, request_key=held.key, decision=decision[0], message=decision[1]
+        )
+        await self._publish(held.sid, frame, frames.PERMISSION_RESOLVED, wait=False)
+        return decision
+
+    # --- decisions pushed by gateways ----------------------------------------------------
+
+    async def decide(self, cmd: Command) -> Reply:
+        """``permission_decision`` command: the gateway already claimed the decision key."""
+        key = cmd.payload.get("requestKey")
+        decision = cmd.payload.get("decision")
+        message = cmd.payload.get("message")
+        if not isinstance(key, str) or decision not in ap.CLIENT_DECISIONS:
+            return Reply.failure(cmd.id, INVALID, "bad permission_decision payload")
+        held = self.held.get(key)
+        if held is None or held.decided.done():
+            return Reply.failure(cmd.id, ap.ALREADY_RESOLVED, "no such request is held here")
+        held.decided.set_result((str(decision), message if isinstance(message, str) else None))
+        return Reply(cmd.id, True, data={"requestKey": key, "decision": decision})
+
+    # --- publishing through the engine task -------------------------------------------------
+
+    async def _publish(self, sid: str, frame: bytes, kind: str, *, wait: bool) -> bool:
+        if len(self._queue) >= MAX_QUEUED:
+            log.warning("approvals: publish queue full, dropping %s for %s", kind, sid)
+            return False
+        item = _Queued(sid, [OutEvent(kind, frame, session_stream=True)])
+        if wait:
+            item.published = asyncio.get_running_loop().create_future()
+        self._queue.append(item)
+        self.wake()
+        if item.published is None:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(item.published), PUBLISH_WAIT_S)
+            return True
+        except TimeoutError:
+            item.cancelled = True
+            return False
+
+    def waiting_for(self, sid: str) -> str | None:
+        names = [h.name for h in self.held.values() if h.sid == sid and not h.decided.done()]
+        return f"approve {names[-1]}" if names else None
+
+    async def apply(self, engine: Engine) -> None:
+        """On the engine task: publish queued events with the session's turn change."""
+        while self._queue:
+            item = self._queue[0]
+            if item.cancelled:
+                self._queue.popleft()
+                continue
+            state = (await engine.pub.session(item.sid)).clone()
+            events = list(item.events)
+            h: dict[str, str] = {}
+            change = state.turn.on_approval(self.waiting_for(item.sid), _now_ms())
+            if change is not None:
+                events.append(turn_event(item.sid, change))
+                h.update(turn_hash(change))
+            await engine.pub.commit_session(state, events, h)
+            self._queue.popleft()
+            if item.published is not None and not item.published.done():
+                item.published.set_result(None)
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    @property
+    def _redis(self) -> aioredis.Redis:
+        if self._client is None:
+            raise RedisError("approvals endpoint is not running")
+        return self._client
+
+    async def _op(self, aw: Awaitable[T]) -> T:
+        return await asyncio.wait_for(aw, REDIS_OP_S)
+
+    async def _watchers(self, sid: str) -> int:
+        fields = await self._op(self._redis.hgetall(ap.watchers_key(self.keys, sid)))
+        return ap.live_watchers(fields, _now_ms())
+
+    def _describe(
+        self, transcript: Any, name: str, tool_input: dict[str, Any]
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """(toolUseId of the matching unanswered ``tool`` block, edit preview); off the loop."""
+        tool_use_id = None
+        if isinstance(transcript, str):
+            path = Path(os.path.abspath(transcript))
+            if path.is_relative_to(Path(os.path.abspath(self.settings.claude_dir))):
+                tool_use_id = match_tool_use(path, name, tool_input)
+        return tool_use_id, ap.edit_preview(name, tool_input)
+
+
+def match_tool_use(path: Path, name: str, tool_input: dict[str, Any]) -> str | None:
+    """The latest ``tool`` block in the transcript's tail with this name and input and no result."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            start = max(0, size - TRANSCRIPT_TAIL_BYTES)
+            f.seek(start)
+            data = f.read()
+    except OSError:
+        return None
+    lines = data.split(b"\n")
+    if start > 0:
+        lines = lines[1:]  # the first one is cut
+    candidates: list[str] = []
+    answered: set[str] = set()
+    for raw in lines:
+        if not raw.strip():
+            continue
+        event = projection.project_line(raw, text_max_chars=len(raw) + 1).event
+        for block in (event or {}).get("blocks", []):
+            if block.get("kind") == "tool" and block.get("name") == name and block.get(
+                "input"
+            ) == tool_input:
+                candidates.append(str(block.get("toolUseId")))
+            elif block.get("kind") == "tool_result":
+                answered.add(str(block.get("toolUseId")))
+    for tool_use_id in reversed(candidates):
+        if tool_use_id not in answered:
+            return tool_use_id
+    return None
+
+
+def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
+    if not isinstance(req, dict):
+        return None, None, None
+    sid, name, tool_input = req.get("session_id"), req.get("tool_name"), req.get("tool_input")
+    return (
+        sid if isinstance(sid, str) and sid and len(sid) <= 256 else None,
+        name if isinstance(name, str) and name and len(name) <= 256 else None,
+        tool_input if isinstance(tool_input, dict) else None,
+    )
+
+
+async def _read_body(reader: asyncio.StreamReader) -> bytes | None:
+    """The body of one ``POST /permission-request`` (``None`` for anything else)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[0] != "POST" or parts[1] != "/permission-request":
+        return None
+    length = -1
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    if not 0 <= length <= BODY_MAX_BYTES:
+        return None
+    return await reader.readexactly(length)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
