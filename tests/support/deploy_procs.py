@@ -73,13 +73,18 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=60)
 
 
-def wait_http(url: str, timeout_s: float = 30.0) -> None:
+def wait_http(
+    url: str, timeout_s: float = 30.0, alive: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Wait until ``url`` answers 2xx; RuntimeError if the ``alive`` process exits first."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             with urllib.request.urlopen(url, timeout=2):
                 return
         except (OSError, urllib.error.URLError):
+            if alive is not None and alive.poll() is not None:
+                raise RuntimeError(f"exited with {alive.returncode} before {url}") from None
             if time.monotonic() > deadline:
                 raise TimeoutError(url) from None
             time.sleep(0.1)
@@ -95,20 +100,32 @@ class Nginx:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start nginx; on a port taken since it was chosen, retry on another one."""
+        for attempt in range(3):
+            if self._launch():
+                return
+            if attempt == 2 or "Address already in use" not in self.log():
+                raise RuntimeError(f"nginx did not start: {self.log()}")
+            self.port = free_port()
+
+    def _launch(self) -> bool:
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = render_nginx_conf(self.workdir, self.port, self.upstream_ports)
         log = (self.workdir / "nginx.out").open("wb")
-        self.proc = subprocess.Popen(
+        proc = subprocess.Popen(
             [NGINX, "-e", "stderr", "-p", str(self.workdir), "-c", str(conf),
              "-g", f"pid {self.workdir / 'nginx.pid'}; daemon off;"],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         log.close()
+        self.proc = proc
         deadline = time.monotonic() + 30
-        while not _port_open(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"nginx did not start: {self.log()}")
+        while proc.poll() is None and time.monotonic() < deadline:
+            if _nginx_answers(self.port):
+                return True
             time.sleep(0.05)
+        self.stop()
+        return False
 
     def log(self) -> str:
         return (self.workdir / "nginx.out").read_text(errors="replace")
@@ -138,17 +155,27 @@ class Prometheus:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        """Start Prometheus; on a port taken since it was chosen, retry on another one."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = render_prometheus_config(self.workdir, self.targets)
-        log = (self.workdir / "prometheus.out").open("wb")
-        self.proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}",
-             f"--storage.tsdb.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        log.close()
-        wait_http(f"{self.url}/-/ready", timeout_s=60)
+        for attempt in range(3):
+            log = (self.workdir / "prometheus.out").open("wb")
+            self.proc = subprocess.Popen(
+                [PROMETHEUS, f"--config.file={config}",
+                 f"--storage.tsdb.path={self.workdir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            log.close()
+            try:
+                wait_http(f"{self.url}/-/ready", timeout_s=60, alive=self.proc)
+                return
+            except (TimeoutError, RuntimeError):
+                self.stop()
+                out = (self.workdir / "prometheus.out").read_text(errors="replace")
+                if attempt == 2 or "address already in use" not in out:
+                    raise RuntimeError(f"prometheus did not start: {out[-2000:]}") from None
+                self.port = free_port()
 
     def api(self, path: str, **params: str) -> dict[str, Any]:
         """GET an API path; the decoded JSON body, also for 4xx answers (parse errors)."""
@@ -172,9 +199,14 @@ class Prometheus:
         self.proc = None
 
 
-def _port_open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def _nginx_answers(port: int) -> bool:
+    """Whether nginx itself (not whatever else holds the port) serves there: its own 404
+    for /metrics, answered without any upstream."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).close()
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return exc.code == 404 and exc.headers.get("Server") == "nginx"
+    except OSError:
+        return False
+    return False
