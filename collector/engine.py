@@ -1,67 +1,27 @@
 """What the collector does on each wake-up: sync files, live processes and timers.
 
-One :class:`Engine` per collector, driven by one task (see ``collector.service``). It owns
-the file cursors; every write goes through the :class:`~collector.publisher.Publisher`.
-Refusals (:class:`~shared.appendlog.EpochChanged`) and connection errors propagate to the
-driver, which resets or backs off; an :class:`~shared.appendlog.OffsetConflict` is settled
-here by adopting the committed offset, so nothing is published twice.
+One :class:`Engine` per collector, driven by one task (see ``collector.service``): the
+files (:class:`~collector.files.FileSync`), the live-process files and the session timers
+(turn backstop, idle end). Every write goes through the
+:class:`~collector.publisher.Publisher`, from this one task.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from collector import backfill, procfiles
+from collector import procfiles
+from collector.files import FileEntry, FileSync
 from collector.metrics import CollectorMetrics
-from collector.paths import TranscriptPath, classify
+from collector.paths import classify
 from collector.publisher import Publisher, now_ms
-from collector.sessions import (
-    BatchPlan,
-    LineFacts,
-    Projection,
-    SessionState,
-    end_events,
-    turn_event,
-    turn_hash,
-)
-from collector.tailer import FileTail, Line, Probe, Status, probe
-from shared.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
+from collector.sessions import Projection, end_events, turn_event, turn_hash
+from shared.appendlog import OutEvent
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
-
-#: Stop adding lines to a batch once it holds about this many raw bytes.
-BATCH_MAX_BYTES = 4 * 1024 * 1024
-#: Lines read to find a legacy sub-agent file's parent session id.
-SID_PROBE_LINES = 50
-#: Event-loop turns given to an append to get its request onto the socket.
-SEND_YIELDS = 6
-
-
-@dataclass(slots=True)
-class _Pending:
-    """A batch sent (or about to be) and what it will make true once Redis accepts it."""
-
-    batch: AppendBatch
-    plan: BatchPlan
-    start: int
-    value: str
-    lines: int
-    task: asyncio.Task[Appended] | None = None
-
-
-@dataclass(slots=True)
-class FileEntry:
-    tp: TranscriptPath
-    tail: FileTail
-    committed: str
-    sid: str | None
 
 
 class Engine:
@@ -75,14 +35,17 @@ class Engine:
         self.settings = settings
         self.pub = publisher
         self.metrics = metrics
-        self.projection = projection
         self.root = Path(os.path.abspath(settings.claude_dir))  # as watchfiles reports paths
         self.projects = self.root / "projects"
         self.sessions_dir = self.root / "sessions"
-        self.files: dict[str, FileEntry] = {}
+        self.filesync = FileSync(settings, publisher, metrics, projection, self.root)
         self.live_pids: dict[str, int] = {}
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.backstop_ms = int(settings.turn_backstop_seconds * 1000)
+
+    @property
+    def files(self) -> dict[str, FileEntry]:
+        return self.filesync.files
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -129,263 +92,9 @@ class Engine:
         self.metrics.file_lag.set(sum(e.tail.lag_bytes for e in self.files.values()))
         self.metrics.sessions_live.set(sum(1 for s in self.pub.sessions.values() if s.live))
 
-    # --- files ----------------------------------------------------------------------
-
     async def sync_path(self, path: Path, *, initial: bool = False) -> None:
-        tp = classify(self.root, path)
-        if tp is None:
-            return
-        entry = self.files.get(tp.key)
-        if entry is None:
-            entry = await self._open(path, tp, initial=initial)
-            if entry is None:
-                return
-            self.files[tp.key] = entry
-        await self._drain(entry)
-
-    async def _open(self, path: Path, tp: TranscriptPath, *, initial: bool) -> FileEntry | None:
-        p = probe(path)
-        if p is None or p.identity is None:
-            return None
-        committed = await self.pub.committed(tp.key)
-        entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
-        if entry.sid is None:
-            entry.sid = self._resolve_sid(entry)
-        parsed = backfill.parse_offset(committed)
-        if parsed is not None and parsed[2] == p.identity.ino:
-            entry.tail.offset = parsed[0]
-            log.debug("file %s: resuming at offset %d", tp.key, parsed[0])
-        elif initial or parsed is not None:
-            await self._backfill(entry, p.size, p.mtime)
-        else:
-            log.info("file %s: new, publishing from the start", tp.key)
-        return entry
-
-    def _resolve_sid(self, entry: FileEntry) -> str | None:
-        """A legacy ``agent-*.jsonl`` sibling: its parent session from its records."""
-        probe_tail = FileTail(entry.tail.path, entry.tail.identity, 0)
-        for line in probe_tail.read(
-            max_lines=SID_PROBE_LINES, max_bytes=BATCH_MAX_BYTES, max_line_bytes=1 << 20
-        ):
-            if line.raw is not None:
-                sid = self.projection.project_line(line.raw).session_id
-                if sid:
-                    return sid
-        return None
-
-    async def _backfill(self, entry: FileEntry, size: int, mtime: float) -> None:
-        s = self.settings
-        tail, key = entry.tail, entry.tp.key
-        end = backfill.last_line_end(tail.path, size)
-        ident = tail.identity
-        if entry.sid is None or not backfill.wants_history(
-            mtime, time.time(), max_age_hours=s.backfill_max_age_hours, events=s.backfill_events
-        ):
-            value = backfill.offset_value(end, ident.dev, ident.ino)
-            batch = AppendBatch(entry.sid or "", [], key, entry.committed, value)
-            try:
-                await self.pub.append(batch)
-            except OffsetConflict as exc:
-                self._adopt(entry, exc.committed)
-                return
-            tail.commit(end)
-            entry.committed = value
-            log.debug("file %s: registered at offset %d (no backfill)", key, end)
-            return
-        state = await self.pub.session(entry.sid)
-        plan = self._plan(state, collapse=True, agent_id=entry.tp.agent_id)
-        read = 0
-        try:
-            while tail.offset < end:
-                lines = tail.read(
-                    max_lines=10_000, max_bytes=BATCH_MAX_BYTES, max_line_bytes=s.max_line_bytes
-                )
-                if not lines:
-                    break
-                projected = self._project(lines)
-                plan.prime(projected)
-                for p in projected:
-                    plan.line(p)
-                read += len(lines)
-                tail.offset = lines[-1].end
-            plan.finish()
-            value = backfill.offset_value(tail.offset, ident.dev, ident.ino)
-            batch = AppendBatch(
-                entry.sid, plan.events, key, entry.committed, value, plan.hash, plan.activity_ms
-            )
-            await self.pub.append(batch)
-        except OffsetConflict as exc:
-            tail.offset = 0
-            self._adopt(entry, exc.committed)
-            return
-        except BaseException:
-            tail.offset = 0
-            raise
-        self.pub.sessions[entry.sid] = plan.state
-        entry.committed = value
-        self.metrics.lines_published.inc(plan.published)
-        log.info(
-            "file %s: backfilled %d events of %d lines into session %s",
-            key, len(plan.events), read, entry.sid,
-        )
-
-    async def _drain(self, entry: FileEntry) -> None:
-        """Publish everything new in one file, one batch in flight while the next is prepared.
-
-        The next batch is read, projected and planned while Redis runs the previous one; it
-        is sent only after that one succeeded. Its expected offset is the previous batch's
-        new value, so even a mistake here could never publish a line twice.
-        """
-        tail = entry.tail
-        pending: _Pending | None = None
-        try:
-            while True:
-                pr = tail.check()
-                if pr.status is not Status.SAME:
-                    if pending is not None:
-                        done, pending = pending, None
-                        if not await self._settle(entry, done):
-                            return
-                    if not self._follow(entry, pr.status, pr):
-                        return
-                if not tail.has_unread:
-                    break
-                if entry.sid is None:
-                    entry.sid = self._resolve_sid(entry)
-                    if entry.sid is None:
-                        break
-                lines = tail.read(
-                    max_lines=self.settings.batch_max_lines,
-                    max_bytes=BATCH_MAX_BYTES,
-                    max_line_bytes=self.settings.max_line_bytes,
-                )
-                if not lines:
-                    break
-                nxt = await self._prepare(entry, entry.sid, lines, pending)
-                if pending is not None:
-                    done, pending = pending, None
-                    if not await self._settle(entry, done):
-                        return
-                nxt.task = asyncio.create_task(self.pub.append(nxt.batch))
-                pending = nxt
-                for _ in range(SEND_YIELDS):  # let the append go out before preparing the next
-                    await asyncio.sleep(0)
-            if pending is not None:
-                done, pending = pending, None
-                await self._settle(entry, done)
-        except BaseException:
-            if pending is not None:
-                task = pending.task
-                if task is not None and not task.done():
-                    task.cancel()
-                elif task is not None and not task.cancelled():
-                    task.exception()  # retrieved: its outcome is settled by the rewind below
-                tail.rewind(pending.start)
-            raise
-
-    def _follow(self, entry: FileEntry, status: Status, pr: Probe) -> bool:
-        """React to a deleted, replaced or truncated file; False when it is gone."""
-        key = entry.tp.key
-        if status is Status.MISSING or pr.identity is None:
-            log.info("file %s: gone", key)
-            self.files.pop(key, None)
-            return False
-        if status is Status.REPLACED:
-            log.info("file %s: replaced (new inode), reading from the start", key)
-        else:
-            log.warning(
-                "file %s: truncated to %d < %d, reading from the start", key, pr.size, entry.tail.offset
-            )
-        entry.tail.reset(pr.identity, 0)
-        return True
-
-    async def _prepare(
-        self, entry: FileEntry, sid: str, lines: list[Line], after: _Pending | None
-    ) -> _Pending:
-        """Plan a batch on the state the batch in flight (if any) will leave."""
-        projected = self._project(lines)
-        state = after.plan.state if after is not None else await self.pub.session(sid)
-        plan = self._plan(state, agent_id=entry.tp.agent_id)
-        plan.prime(projected)
-        for p in projected:
-            plan.line(p)
-        plan.finish()
-        ident = entry.tail.identity
-        end = lines[-1].end
-        value = backfill.offset_value(end, ident.dev, ident.ino)
-        expected = after.value if after is not None else entry.committed
-        batch = AppendBatch(
-            sid, plan.events, entry.tp.key, expected, value, plan.hash, plan.activity_ms
-        )
-        start = entry.tail.offset
-        entry.tail.commit(end)
-        return _Pending(batch, plan, start, value, len(lines))
-
-    async def _settle(self, entry: FileEntry, done: _Pending) -> bool:
-        """Wait for a batch; on success make its state current. False after a conflict."""
-        assert done.task is not None
-        try:
-            await done.task
-        except OffsetConflict as exc:
-            entry.tail.rewind(done.start)
-            self._adopt(entry, exc.committed)
-            return False
-        except BaseException:
-            entry.tail.rewind(done.start)
-            raise
-        self.pub.sessions[done.batch.sid] = done.plan.state
-        entry.committed = done.value
-        self.metrics.batch_lines.observe(done.lines)
-        self.metrics.lines_published.inc(done.plan.published)
-        return True
-
-    def _adopt(self, entry: FileEntry, committed: str) -> None:
-        """Someone (our own earlier self, whose reply was lost) committed already."""
-        parsed = backfill.parse_offset(committed)
-        ident = entry.tail.identity
-        log.info("file %s: committed offset is %s, adopting it", entry.tp.key, committed or "none")
-        entry.committed = committed
-        if parsed is not None and parsed[2] == ident.ino:
-            entry.tail.reset(ident, parsed[0])
-        self.pub.forget_sessions()
-
-    def _project(self, lines: list[Line]) -> list[LineFacts]:
-        proj, s, m = self.projection, self.settings, self.metrics
-        out: list[LineFacts] = []
-        nbytes = malformed = 0
-        dropped: collections.Counter[str] = collections.Counter()
-        for line in lines:
-            nbytes += line.size + 1
-            if line.raw is None:
-                p = proj.oversize_line(line.size)
-            else:
-                p = proj.project_line(line.raw, data_max_bytes=s.data_max_bytes)
-            if p.malformed:
-                malformed += 1
-            if not p.publish:
-                dropped[p.drop_reason or "unpublished"] += 1
-            out.append(p)
-        for reason, n in dropped.items():
-            m.lines_dropped.labels(reason).inc(n)
-        if malformed:
-            m.lines_malformed.inc(malformed)
-        m.lines_read.inc(len(lines))
-        m.bytes_read.inc(nbytes)
-        return out
-
-    def _plan(
-        self, state: SessionState, *, collapse: bool = False, agent_id: str | None = None
-    ) -> BatchPlan:
-        return BatchPlan(
-            state,
-            host=self.pub.host,
-            now_ms=now_ms(),
-            idle_ms=self.idle_ms,
-            title_event=self.projection.title_event,
-            collapse=collapse,
-            keep_events=self.settings.backfill_events,
-            agent_id=agent_id,
-        )
+        """Publish what is new in one transcript (under backfill rules if ``initial``)."""
+        await self.filesync.sync_path(path, initial=initial)
 
     # --- live processes and timers --------------------------------------------------
 
@@ -401,7 +110,7 @@ class Engine:
                 state.pid = info.pid
                 h["pid"] = str(info.pid)
             if not state.live:
-                plan = self._plan(state)
+                plan = self.filesync.plan(state)
                 plan.state.cwd = plan.state.cwd or info.cwd
                 plan.state.entrypoint = plan.state.entrypoint or (info.entrypoint or "")
                 plan.start_now()
