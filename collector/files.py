@@ -50,6 +50,8 @@ class _Pending:
 
 @dataclass(slots=True)
 class FileEntry:
+    """A tracked transcript: its cursor and the offset value Redis holds for it."""
+
     tp: TranscriptPath
     tail: FileTail
     committed: str
@@ -57,6 +59,8 @@ class FileEntry:
 
 
 class FileSync:
+    """The transcripts this collector tracks, by file key, and how each is published."""
+
     def __init__(
         self,
         settings: Settings,
