@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import yaml
 
-from tests.support.deploy_files import DEPLOY, dashboard_exprs, documented_metrics, metric_families
+from tests.support.deploy_files import (
+    DASHBOARD,
+    DEPLOY,
+    dashboard_exprs,
+    documented_metrics,
+    metric_families,
+)
 from tests.support.deploy_procs import NGINX, promtool, render_nginx_conf, render_prometheus_config
 from tests.support.servers import free_port
 
@@ -86,6 +93,25 @@ def test_dashboard_covers_the_operational_questions() -> None:
         "histogram_quantile(0.9",
         "histogram_quantile(0.99",
     }
+
+
+def test_dashboard_panels_are_well_formed() -> None:
+    """Unique panel ids, unique refIds per panel, panels inside the 24-column grid without
+    overlapping, every target on the provisioned datasource."""
+    dash = json.loads(DASHBOARD.read_text())
+    assert dash["uid"] == "relaybus"
+    panels = dash["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(set(refs)) == len(refs), panel["title"]
+        pos = panel["gridPos"]
+        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24, panel["title"]
+        area = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                for y in range(pos["y"], pos["y"] + pos["h"])}  # fmt: skip
+        assert not area & cells, f"{panel['title']} overlaps another panel"
+        cells |= area
 
 
 def test_nginx_accepts_the_config(tmp_path: Path) -> None:
