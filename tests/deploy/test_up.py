@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import stat
 import uuid
@@ -37,11 +38,12 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
-    up: UpProc, claude_dir: Path
+    up: UpProc, claude_dir: Path, signum: int
 ) -> None:
     """Start with no Redis URL and no token; open the web client; a transcript line
-    reaches a WebSocket client; SIGTERM exits 0 and leaves no server process."""
+    reaches a WebSocket client; SIGTERM (or Ctrl-C) exits 0 and leaves no server process."""
     banner = up.start().wait_banner()
     token = banner["Token"]
     assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/?token={token}"
@@ -68,7 +70,7 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
         event = ws.events(sid)[0]
         assert "hello from the terminal" in str(event["event"]["blocks"])
 
-        assert up.terminate() == 0
+        assert up.terminate(signum=signum) == 0
         assert await ws.closed_code(60) in (1001, 1012)
     assert gone(servers[0])
     assert not _port_open(server_port)

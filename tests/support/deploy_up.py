@@ -103,9 +103,9 @@ class UpProc:
     def log(self) -> str:
         return self.err.read_text(errors="replace")[-4000:]
 
-    def terminate(self, timeout_s: float = 60.0) -> int:
+    def terminate(self, timeout_s: float = 60.0, signum: int = signal.SIGTERM) -> int:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
+        self.proc.send_signal(signum)
         return self.proc.wait(timeout_s)
 
     def kill(self) -> None:
