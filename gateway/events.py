@@ -13,7 +13,7 @@ import orjson
 from shared import frames
 
 #: Log kinds that belong to one session's stream (delivered per watch).
-SESSION_KINDS = frozenset({frames.SESSION_EVENT})
+SESSION_KINDS = frames.SESSION_KINDS
 
 
 class Event:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 
 from gateway import history, protocol
+from gateway.approvals import GatewayApprovals
 from gateway.auth import Access
 from gateway.connection import Connection, Outgoing
 from gateway.events import Event
@@ -52,6 +53,7 @@ class Handlers:
         gateway_id: str,
         replay_depth: int,
         commands: CommandRouter | None = None,
+        approvals: GatewayApprovals | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -60,6 +62,7 @@ class Handlers:
         self.gateway_id = gateway_id
         self.replay_depth = replay_depth
         self.commands: CommandRouter = commands or NotImplementedCommands()
+        self.approvals = approvals
 
     async def handle(self, conn: Connection, msg: protocol.ClientMessage) -> None:
         if isinstance(msg, protocol.Hello):
@@ -75,6 +78,8 @@ class Handlers:
             await self.watch(conn, msg)
         elif isinstance(msg, protocol.UnwatchSession):
             self.hub.unwatch(conn, msg.sessionId)
+            if self.approvals is not None:
+                await self.approvals.sync(msg.sessionId)
             conn.send(self._ack(msg.sessionId, False, msg.requestId, msg.traceId))
         else:
             if conn.access is not Access.FULL:
@@ -82,6 +87,11 @@ class Handlers:
                 raise ProtocolError(
                     ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId
                 )
+            if self.approvals is not None and isinstance(
+                msg, protocol.AcceptDiff | protocol.RejectDiff
+            ):
+                await self.approvals.decide(conn, msg)
+                return
             await self.commands.handle(conn, msg, self.hub.position)
 
     # --- hello and resume ---------------------------------------------------------------
@@ -170,6 +180,8 @@ class Handlers:
         was_watched = sid in conn.watched
         conn.watch_buffers[sid] = []
         self.hub.watch(conn, sid)
+        if self.approvals is not None:  # counted before the ack: a request may follow at once
+            await self.approvals.sync(sid)
         try:
             hist = await history.read_session(
                 self.client, self.keys, sid, depth=self.replay_depth, since=msg.sinceSeqId

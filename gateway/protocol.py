@@ -31,6 +31,9 @@ class ErrorCode(StrEnum):
     NOT_IMPLEMENTED = "not_implemented"
     UNAUTHORIZED = "unauthorized"
     UNAVAILABLE = "unavailable"
+    AMBIGUOUS = "ambiguous"
+    ALREADY_RESOLVED = "already_resolved"
+    NO_PENDING_REQUEST = "no_pending_request"
 
 
 class CloseCode(IntEnum):
@@ -110,11 +113,14 @@ class InterruptRequest(_Msg):
 class AcceptDiff(_Msg):
     type: Literal["accept_diff"]
     sessionId: SessionId | None = None
+    requestKey: str | None = Field(default=None, min_length=1, max_length=128)
 
 
 class RejectDiff(_Msg):
     type: Literal["reject_diff"]
     sessionId: SessionId | None = None
+    requestKey: str | None = Field(default=None, min_length=1, max_length=128)
+    reason: str | None = Field(default=None, max_length=4096)
 
 
 Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff

@@ -12,6 +12,7 @@ from types import TracebackType
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+from gateway.approvals import GatewayApprovals
 from gateway.auth import TokenTable
 from gateway.commands import GatewayCommands
 from gateway.endpoint import Endpoint, EndpointConfig
@@ -61,6 +62,14 @@ class Runtime:
             position=lambda: self.hub.position,
             block_ms=reader_block_ms,
         )
+        self.approvals = GatewayApprovals(
+            client=self.client,
+            keys=self.keys,
+            hub=self.hub,
+            gateway_id=self.gateway_id,
+            metrics=self.metrics,
+            command_timeout_s=settings.command_timeout_seconds,
+        )
         self.handlers = Handlers(
             client=self.client,
             keys=self.keys,
@@ -69,6 +78,7 @@ class Runtime:
             gateway_id=self.gateway_id,
             replay_depth=settings.replay_depth,
             commands=commands or self.gateway_commands,
+            approvals=self.approvals,
         )
         self.endpoint = Endpoint(
             hub=self.hub,
@@ -86,6 +96,7 @@ class Runtime:
 
     async def __aenter__(self) -> Runtime:
         await self.gateway_commands.start()
+        self.approvals.start()
         self._reader_task = asyncio.create_task(self.reader.run(), name="log-reader")
         self._reader_task.add_done_callback(self._reader_done)
         log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
@@ -99,6 +110,7 @@ class Runtime:
     ) -> None:
         self.close_connections(CloseCode.SERVICE_RESTART)
         await self.gateway_commands.aclose()
+        await self.approvals.aclose()
         if self._reader_task is not None:
             self.reader.stop()
             self._reader_task.cancel()

@@ -1,0 +1,213 @@
+"""accept_diff / reject_diff, and this gateway's share of each session's watcher count.
+
+A collector holds a permission request only while some client could answer it, so each
+gateway publishes how many full-access clients watch each session
+(``{ns}:session:<sid>:watchers``, field = gatewayId, see :mod:`shared.approvals`): at
+once on watch/unwatch, and from a periodic pass that also notices disconnects and
+refreshes the stamps, so the counts of a gateway that died stop counting by themselves.
+
+A decision names a request (``requestKey``) or means the single pending request of the
+given (or watched) session. The first decision wins through ``SET NX`` on the request's
+decision key; the winner's decision goes to the holding collector as a
+``permission_decision`` command, and every watcher sees ``permission_resolved`` from the
+log. The decider gets ``decision_ack``; a loser ``error{already_resolved}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from gateway import protocol
+from gateway.auth import Access
+from gateway.connection import Connection
+from gateway.fanout import Hub
+from gateway.metrics import GatewayMetrics
+from gateway.protocol import ErrorCode, ProtocolError
+from shared import approvals as ap
+from shared import commands as c
+from shared.commands import Command
+from shared.keys import Keys
+
+log = logging.getLogger(__name__)
+
+#: How often the watcher counts are compared with the connections (disconnects).
+CHECK_S = 1.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GatewayApprovals:
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: Keys,
+        hub: Hub,
+        gateway_id: str,
+        metrics: GatewayMetrics,
+        command_timeout_s: float,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._hub = hub
+        self._gateway_id = gateway_id
+        self._metrics = metrics
+        self._command_timeout_s = command_timeout_s
+        #: Counts as last written to Redis, and when each field was last stamped.
+        self._written: dict[str, int] = {}
+        self._stamped: dict[str, float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # --- watcher counts -----------------------------------------------------------------
+
+    def count(self, sid: str) -> int:
+        """Full-access connections of this gateway watching ``sid``."""
+        conns = {*self._hub.watchers.get(sid, ()), *self._hub.firehose}
+        return sum(1 for conn in conns if sid in conn.watched and conn.access is Access.FULL)
+
+    async def sync(self, sid: str) -> None:
+        """Write this gateway's count for ``sid`` now (a failure is retried by the pass)."""
+        try:
+            await self._write({sid: self.count(sid)})
+        except RedisError as exc:
+            log.warning("watcher count of %s not written: %s", sid, exc)
+
+    async def _write(self, counts: dict[str, int]) -> None:
+        expires = _now_ms() + ap.WATCHERS_TTL_S * 1000
+        pipe = self._client.pipeline(transaction=False)
+        for sid, n in counts.items():
+            key = ap.watchers_key(self._keys, sid)
+            if n > 0:
+                pipe.hset(key, self._gateway_id, ap.watcher_value(n, expires))
+                pipe.expire(key, ap.WATCHERS_TTL_S)
+            else:
+                pipe.hdel(key, self._gateway_id)
+        await pipe.execute()
+        now = time.monotonic()
+        for sid, n in counts.items():
+            if n > 0:
+                self._written[sid] = n
+                self._stamped[sid] = now
+            else:
+                self._written.pop(sid, None)
+                self._stamped.pop(sid, None)
+
+    async def _pass(self) -> None:
+        """Write what changed (disconnects) and re-stamp fields before they expire."""
+        sids = {sid for conn in self._hub.connections for sid in conn.watched} | set(self._written)
+        stale = time.monotonic() - ap.WATCHERS_REFRESH_S
+        due = {}
+        for sid in sids:
+            n = self.count(sid)
+            if n != self._written.get(sid, 0) or (n > 0 and self._stamped.get(sid, 0) < stale):
+                due[sid] = n
+        if due:
+            await self._write(due)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._pass()
+            except RedisError as exc:
+                log.warning("watcher counts not refreshed: %s", exc)
+            await asyncio.sleep(CHECK_S)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="watcher-counts")
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(RedisError, OSError):
+            await asyncio.wait_for(self._write(dict.fromkeys(self._written, 0)), 2.0)
+
+    # --- decisions ---------------------------------------------------------------------
+
+    async def decide(self, conn: Connection, msg: protocol.AcceptDiff | protocol.RejectDiff) -> None:
+        rid = msg.requestId
+        decision = ap.ALLOW if isinstance(msg, protocol.AcceptDiff) else ap.DENY
+        reason = msg.reason if isinstance(msg, protocol.RejectDiff) else None
+        sids = [msg.sessionId] if msg.sessionId else sorted(conn.watched)
+        if not sids:
+            raise ProtocolError(
+                ErrorCode.INVALID_FIELD, f"{msg.type} needs a sessionId (or a watched session)", rid
+            )
+        sid, key, entry = await self._target(sids, msg.requestKey, rid)
+        claimed = await self._client.set(
+            ap.decision_key(self._keys, key), ap.decision_record(decision, reason),
+            nx=True, ex=ap.DECISION_GRACE_S,
+        )
+        if not claimed:
+            self._metrics.commands.labels(msg.type, ap.ALREADY_RESOLVED).inc()
+            raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid)
+        host = str(entry.get("host", ""))
+        cmd = Command(
+            id=str(uuid.uuid4()),
+            type=ap.PERMISSION_DECISION,
+            session_id=sid,
+            gateway_id=self._gateway_id,
+            deadline_ms=c.now_ms() + int(self._command_timeout_s * 1000),
+            payload={"requestKey": key, "decision": decision, "message": reason},
+            request_id=rid,
+            trace_id=msg.traceId,
+        )
+        stream = self._keys.cmd(host)
+        await c.ensure_group(self._client, stream)
+        await self._client.xadd(stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+        self._metrics.commands.labels(msg.type, "ok").inc()
+        log.info("%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-")
+        frame: dict[str, Any] = {
+            "type": "decision_ack",
+            "sessionId": sid,
+            "requestKey": key,
+            "decision": decision,
+            "seqId": self._hub.position,
+        }
+        if msg.traceId:
+            frame["traceId"] = msg.traceId
+        conn.send(protocol.with_request(frame, rid))
+
+    async def _target(
+        self, sids: list[str], request_key: str | None, rid: str | None
+    ) -> tuple[str, str, dict[str, Any]]:
+        """The one pending request meant: (session, requestKey, its index entry)."""
+        pipe = self._client.pipeline(transaction=False)
+        for sid in sids:
+            pipe.hgetall(ap.pending_key(self._keys, sid))
+        now = _now_ms()
+        found: list[tuple[str, str, dict[str, Any]]] = []
+        for sid, rows in zip(sids, await pipe.execute(), strict=True):
+            for raw_key, raw in rows.items():
+                key = raw_key.decode()
+                try:
+                    entry = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(entry, dict) or int(entry.get("expiresAt", 0)) <= now:
+                    continue
+                if request_key is None or key == request_key:
+                    found.append((sid, key, entry))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ProtocolError(
+                ErrorCode.AMBIGUOUS, f"{len(found)} requests are pending: say which (requestKey)", rid
+            )
+        if request_key is not None and await self._client.exists(
+            ap.decision_key(self._keys, request_key)
+        ):
+            raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid)
+        raise ProtocolError(ErrorCode.NO_PENDING_REQUEST, "no permission request is pending", rid)
