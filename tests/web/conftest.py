@@ -23,7 +23,7 @@ from playwright.sync_api import (
 from tests.support import fake_claude
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, free_port
 from tests.support.web import CHROMIUM, CHROMIUM_ARGS, TOKEN, GatewayProc
 
 # Generous waits: other engineers load the same 2-core machine while these tests run.
@@ -41,6 +41,7 @@ class Stack:
     claude_dir: Path
     collector: CollectorProc
     gateway: GatewayProc
+    approval_port: int = 0
 
     def new_session(self) -> tuple[str, Path]:
         sid = str(uuid.uuid4())
@@ -74,7 +75,8 @@ def _stack(server: RedisServer, namespace: str, claude_dir: Path, tmp_path: Path
     try:
         collector.start()
         gateway.start()
-        yield Stack(server, namespace, claude_dir, collector, gateway)
+        port = int((env or {}).get("RELAYBUS_APPROVAL_PORT", "0"))
+        yield Stack(server, namespace, claude_dir, collector, gateway, port)
     finally:
         gateway.stop()
         collector.stop()
@@ -113,6 +115,19 @@ def command_stack(
         "RELAYBUS_CLAUDE_BIN": str(claude_bin),
         "CLAUDE_CONFIG_DIR": str(claude_dir),
         "FAKE_CLAUDE_LOG": str(tmp_path / "fake-claude.log"),
+    }
+    yield from _stack(server, namespace, claude_dir, tmp_path, env=env)
+
+
+@pytest.fixture
+def approval_stack(
+    server: RedisServer, namespace: str, claude_dir: Path, tmp_path: Path
+) -> Iterator[Stack]:
+    """A stack whose collector holds PermissionRequest hooks while a client watches."""
+    env = {
+        "RELAYBUS_APPROVAL_PORT": str(free_port()),
+        "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "90",
+        "RELAYBUS_APPROVAL_MODE": "watched",
     }
     yield from _stack(server, namespace, claude_dir, tmp_path, env=env)
 
