@@ -17,8 +17,12 @@ class DriverError(Exception):
 class TurnHooks(Protocol):
     """What the collector's turn tracking learns from commands."""
 
-    async def prompt_started(self, session_id: str, trace_id: str | None) -> None:
-        """A prompt sent through relaybus started a turn (``working``)."""
+    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
+        """A prompt sent through relaybus started a turn (``working``) at ``at_ms``.
+
+        ``at_ms`` is taken before the prompt reached Claude Code, so transcript lines it
+        causes are never older than it.
+        """
 
     async def prompt_ended(self, session_id: str) -> None:
         """The headless run of that prompt ended (``idle``)."""

@@ -118,8 +118,9 @@ class Controller:
             if pane is not None:
                 if await self._state(sid) == "working":
                     raise DriverError(c.BUSY, "Claude is working in this session")
+                at_ms = c.now_ms()
                 await self.tmux.prompt(pane, message)
-                await self._hooks.prompt_started(sid, cmd.trace_id)
+                await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
                 return {"driver": "tmux"}
             log.info("session %s is live outside tmux (pid %d): running headless", sid, live.pid)
         exists = await self._client.exists(self._keys.session(sid))

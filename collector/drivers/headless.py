@@ -15,6 +15,7 @@ import logging
 import os
 import shlex
 import signal
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ class HeadlessDriver:
         if session_id in self._runs:
             raise DriverError(BUSY, "a prompt is already running in this session")
         argv = self.argv(session_id, message, new=new)
+        at_ms = int(time.time() * 1000)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -88,7 +90,7 @@ class HeadlessDriver:
         self._runs[session_id] = run
         log.info("headless run started: session=%s pid=%d new=%s", session_id, proc.pid, new)
         try:
-            await self._hooks.prompt_started(session_id, trace_id)
+            await self._hooks.prompt_started(session_id, trace_id, at_ms)
         finally:
             self._spawn(run, self._watch(run))
         return proc.pid

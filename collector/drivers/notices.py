@@ -73,9 +73,9 @@ class TurnNotices:
         self._wake = wake
         self._pending: deque[tuple[str, bool, int]] = deque(maxlen=MAX_NOTICES)
 
-    async def prompt_started(self, session_id: str, trace_id: str | None) -> None:
+    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
         self.traces.remember(session_id, trace_id)
-        self._pending.append((session_id, True, int(time.time() * 1000)))
+        self._pending.append((session_id, True, at_ms))
         self._wake()
 
     async def prompt_ended(self, session_id: str) -> None:
@@ -91,7 +91,9 @@ class TurnNotices:
                 self._pending.popleft()
                 continue
             if started:
-                change = state.turn.on_prompt(at_ms)
+                # transcript lines since the prompt already tell the turn (maybe its end)
+                fresh = state.turn.last_activity_ms < at_ms
+                change = state.turn.on_prompt(at_ms) if fresh else None
             else:
                 change = None if state.turn.live_status else state.turn.on_end(at_ms)
             if change is not None:

@@ -317,6 +317,9 @@ async def test_live_tmux_session_is_driven_through_its_pane(
             await ws.send({"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "hi pane"})
             await ws.expect("prompt_sent", wait_s=30)
             await wait_for(lambda: "Done: hi pane" in texts(path, "assistant"), what="typed prompt ran")
+            await ws.until(
+                lambda fs: "working" in _states(ws, sid) and _states(ws, sid)[-1] == "idle", wait_s=60
+            )
             await ws.send({"type": "prompt", "requestId": "p2", "sessionId": sid, "message": "LONG pane"})
             await ws.expect("prompt_sent", wait_s=30)
             await ws.until(lambda fs: _states(ws, sid)[-1:] == ["working"], wait_s=60)

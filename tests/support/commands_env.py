@@ -64,7 +64,7 @@ class RecordingHooks:
 
     calls: list[tuple[str, str, str | None]] = field(default_factory=list)
 
-    async def prompt_started(self, session_id: str, trace_id: str | None) -> None:
+    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
         self.calls.append(("started", session_id, trace_id))
 
     async def prompt_ended(self, session_id: str) -> None:
