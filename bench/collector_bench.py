@@ -77,16 +77,22 @@ def throughput(srv: RedisServer, claude: Path, lines: list[bytes], ns: str) -> d
         tmp = claude / "staging.tmp"
         tmp.write_bytes(data)
         path = transcript(claude, "bench-throughput")
+        cpu0, rcpu0 = proc_cpu_s(proc.pid), redis_cpu_s(client)
         t0 = time.perf_counter()
         tmp.rename(path)
         field = path.relative_to(claude).as_posix()
         wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)
         elapsed = time.perf_counter() - t0
+        cpu, rcpu = proc_cpu_s(proc.pid) - cpu0, redis_cpu_s(client) - rcpu0
         events = int(client.get(f"{{{ns}}}:seq") or 0)
     finally:
         proc.stop()
         client.close()
+    per_line_us = {"collector": cpu / len(lines) * 1e6, "redis": rcpu / len(lines) * 1e6}
     return {
+        "cpu_us_per_line": {k: round(v, 1) for k, v in per_line_us.items()},
+        # What the pipeline sustains when each process has a core (load-independent).
+        "capacity_lines_per_s_one_core_each": round(1e6 / max(per_line_us.values())),
         "lines": len(lines),
         "bytes": len(data),
         "events_published": events,
@@ -95,6 +101,17 @@ def throughput(srv: RedisServer, claude: Path, lines: list[bytes], ns: str) -> d
         "events_per_s": round(events / elapsed),
         "mb_per_s": round(len(data) / elapsed / 1e6, 1),
     }
+
+
+def proc_cpu_s(pid: int) -> float:
+    """user+system CPU seconds of a process (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def redis_cpu_s(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def bare_xadd(srv: RedisServer, lines: list[bytes], ns: str) -> dict[str, Any]:
