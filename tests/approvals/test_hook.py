@@ -198,3 +198,18 @@ async def test_redis_down_falls_through_at_once(
     rc, out, took = await run.result()
     assert (rc, out) == (0, "")
     assert took < AT_ONCE_S
+
+
+async def test_collector_stopping_releases_the_hook(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+) -> None:
+    """SIGTERM to the collector while a request is held: the hook falls through, the collector exits 0."""
+    m = machine()
+    sid, path, _tid, tool_input = await _edit_session(m, admin, keys)
+    await watch_from(admin, keys, sid)
+    run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env())
+    await _held(admin, keys, sid)
+    assert m.proc.terminate() == 0
+    rc, out, took = await run.result()
+    assert (rc, out) == (0, "")
+    assert took < AT_ONCE_S

@@ -1,0 +1,57 @@
+"""Each gateway's per-session watcher count in Redis: what the collector asks before holding."""
+
+from __future__ import annotations
+
+import time
+
+import redis.asyncio as aioredis
+
+from shared import approvals as ap
+from shared.keys import Keys
+from tests.conftest import make_settings
+from tests.support.commands_env import wait_for
+from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_publish import Publisher
+from tests.support.gateway_server import running_gateway
+from tests.support.servers import RedisServer
+
+
+def _count(fields: dict[bytes, bytes]) -> int:
+    return ap.live_watchers(fields, int(time.time() * 1000))
+
+
+async def test_counts_follow_watch_unwatch_and_disconnect(
+    server: RedisServer, namespace: str, keys: Keys, admin: aioredis.Redis
+) -> None:
+    """Full-access watchers count (read-only ones do not); unwatch and disconnect take them off;
+    a stopped gateway removes its field."""
+    pub = Publisher(admin, keys)
+    await pub.start_session("s1")
+    key = ap.watchers_key(keys, "s1")
+    async with running_gateway(make_settings(server.url, namespace)) as gw:
+        gid = gw.runtime.gateway_id.encode()
+        async with WsClient(gw.ws, token="full-token") as a, WsClient(gw.ws, token="ro-token") as ro:
+            for ws in (a, ro):
+                await ws.hello(FULL)
+                await ws.send({"type": "watch_session", "sessionId": "s1"})
+                await ws.expect("watch_ack")
+            assert _count(await admin.hgetall(key)) == 1
+            async with WsClient(gw.ws, token="full-token") as b:
+                await b.hello(FULL)
+                await b.send({"type": "watch_session", "sessionId": "s1"})
+                await b.expect("watch_ack")
+                assert _count(await admin.hgetall(key)) == 2
+            # b disconnected without unwatching: the periodic pass notices
+
+            async def one_left() -> bool:
+                return _count(await admin.hgetall(key)) == 1
+
+            await wait_for(one_left, timeout_s=30, what="the disconnect to be counted")
+            assert 0 < await admin.ttl(key) <= ap.WATCHERS_TTL_S
+            await a.send({"type": "unwatch_session", "sessionId": "s1"})
+            await a.expect("watch_ack")
+            assert gid not in await admin.hgetall(key)
+            await a.send({"type": "watch_session", "sessionId": "s1"})
+            await a.expect("watch_ack")
+            assert _count(await admin.hgetall(key)) == 1
+    assert await admin.hgetall(key) == {}
