@@ -6,6 +6,8 @@
     proc.terminate()         # SIGTERM; returns the exit code (0 expected)
     proc.kill()              # SIGKILL, as in a crash
 
+"Ready" means its heartbeat (with this pid) is in Redis: the process runs and reaches
+Redis; its first scan of the claude dir may still be going, so wait for data, not time.
 Use it as a context manager (or call :meth:`stop`) so the process never outlives the test.
 Extra settings go in ``env`` (``{"RELAYBUS_BACKFILL_EVENTS": "0"}``); the metrics port is
 off unless you set ``RELAYBUS_COLLECTOR_METRICS_PORT``. Its stderr (JSON log lines) is
