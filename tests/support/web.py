@@ -29,6 +29,7 @@ from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "web-test-token"
+READ_TOKEN = "web-read-token"  # read-only: may watch, may not act
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -63,7 +64,7 @@ class GatewayProc:
                 "RELAYBUS_NAMESPACE": self.namespace,
                 "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
                 "RELAYBUS_GATEWAY_PORT": str(self.port),
-                "RELAYBUS_TOKENS": self.token,
+                "RELAYBUS_TOKENS": f"{self.token},{READ_TOKEN}:read",
                 "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
                 "PYTHONUNBUFFERED": "1",
             }

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.support.approvals import RELAYBUS, hook_input, session_with_tool
-from tests.web.conftest import Stack, open_app
+from tests.web.conftest import Stack, artifacts_dir, open_app
 
 EDIT = {"old_string": "x = 1", "new_string": "x = 2\ny = 3"}
 
@@ -82,6 +82,8 @@ def test_permission_request_is_answered_from_the_page(
     expect(card.locator(".drow.add .code")).to_have_text(["x = 2", "y = 3"])
     expect(card.locator(".drow.del .code")).to_have_text(["x = 1"])
     expect(page.locator("#indicator .verb")).to_have_text("Waiting: approve Edit")
+    card.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts_dir() / "web-mobile-approval.png"))
     card.locator("button", has_text=choice).click()
     decision = hooks[0].decision()
     assert decision["behavior"] == ("allow" if choice == "Approve" else "deny")

@@ -123,3 +123,17 @@ def test_stop_failure_is_a_toast_and_prompt_error_is_explained(page: Page, stack
     expect(page.locator("#prompt")).to_have_value("")
     echo.locator("button", has_text="Dismiss").click()
     expect(page.locator(".echo")).to_have_count(0)
+
+
+def test_read_only_token_is_told_it_may_not_act(page: Page, stack: Stack) -> None:
+    """With a read-only token the session is visible, but a prompt is refused in plain words (forbidden)."""
+    sid, path = stack.new_session()
+    stack.write(path, w.prompt(sid, "look only"), w.reply(sid, "ok"))
+    page.goto(f"{stack.gateway.url}?token={w.READ_TOKEN}")
+    page.locator(f'.srow[data-session-id="{sid}"] a').click()
+    expect(page.locator("#messages .bubble")).to_have_text(["look only", "ok"])
+    page.locator("#prompt").fill("try anyway")
+    page.locator("#composer button[type=submit]").click()
+    expect(page.locator(".echo .echo-status")).to_contain_text(
+        "Not sent: Your token isn't allowed to do that."
+    )
