@@ -22,12 +22,13 @@ RigFactory = Callable[..., Rig]
 
 @pytest.fixture
 async def make_rig(
-    server: RedisServer, namespace: str, claude_dir: Path
+    each_server: RedisServer, namespace: str, claude_dir: Path
 ) -> AsyncIterator[RigFactory]:
+    """Engines on every available server kind (redis-server and Valkey)."""
     rigs: list[Rig] = []
 
     def make(**overrides: Any) -> Rig:
-        rig = Rig.build(make_settings(server.url, namespace, claude_dir, **overrides))
+        rig = Rig.build(make_settings(each_server.url, namespace, claude_dir, **overrides))
         rigs.append(rig)
         return rig
 
