@@ -130,7 +130,7 @@ class Runtime:
     async def ready(self) -> bool:
         """Redis answers, and the reader task is alive and looped recently."""
         task = self._reader_task
-        if task is None or task.done():
+        if task is None or task.done() or not self.gateway_commands.replies.healthy():
             return False
         if not self.reader.healthy(slack_s=self.settings.redis_socket_timeout_s + 1):
             return False
