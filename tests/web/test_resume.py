@@ -120,3 +120,30 @@ def test_a_frozen_connection_is_replaced_when_the_network_returns(page: Page, st
     expect(bubbles).to_have_text(["m1", "r1", "r2"])
     seqs = _seqs(page)
     assert len(seqs) == len(set(seqs))
+
+
+def test_redis_data_loss_shows_an_epoch_gap_and_reloads(page: Page, stack: Stack) -> None:
+    """If Redis loses the namespace's data (new epoch) while the page is away, the page says so with a gap marker and shows the session as the server now has it."""
+    sid, path = stack.new_session()
+    stack.write(path, w.prompt(sid, "before the loss"), w.reply(sid, "old reply", final=False))
+    open_app(page, stack)
+    page.locator(f'.srow[data-session-id="{sid}"] a').click()
+    expect(page.locator("#messages .bubble")).to_have_text(["before the loss", "old reply"])
+
+    stack.gateway.kill()
+    client = stack.server.client()
+    try:
+        keys = list(client.scan_iter(match=f"{{{stack.namespace}}}:*", count=1000))
+        assert keys
+        client.delete(*keys)
+    finally:
+        client.close()
+    stack.gateway.start()
+    stack.write(path, w.reply(sid, "after the loss"))
+
+    gap = page.locator("#messages .gap")
+    expect(gap).to_contain_text("reason: epoch", timeout=40_000)
+    expect(page.locator("#messages .bubble").last).to_have_text("after the loss", timeout=40_000)
+    seqs = _seqs(page)
+    assert len(seqs) == len(set(seqs)) and seqs == sorted(seqs)
+    expect(gap).to_have_count(1)
