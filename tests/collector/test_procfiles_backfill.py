@@ -1,0 +1,58 @@
+"""Live-process files parse tolerantly; backfill helpers find line ends and offset values."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+
+from collector import backfill, procfiles
+
+
+def test_process_file_parses_known_fields_and_tolerates_the_rest() -> None:
+    """pid/sessionId/cwd/status/waitingFor are read; extra fields and a string pid are fine."""
+    raw = orjson.dumps(
+        {"pid": "77", "sessionId": "s", "cwd": "/w", "status": "waiting", "waitingFor": "x", "new": 1}
+    )
+    info = procfiles.parse(raw)
+    assert info == procfiles.LiveProcess(77, "s", "/w", "waiting", "x", None)
+
+
+def test_unusable_process_files_are_ignored() -> None:
+    """Not JSON, not an object, no session id, a bad pid: ignored, never an error."""
+    for raw in [b"{", b"[]", b'{"pid": 1}', b'{"pid": true, "sessionId": "s"}', b'{"pid": -3, "sessionId": "s"}']:
+        assert procfiles.parse(raw) is None, raw
+
+
+def test_scan_keeps_only_live_pids(tmp_path: Path) -> None:
+    """scan() returns sessions whose pid is alive, keyed by session id."""
+    (tmp_path / "a.json").write_bytes(orjson.dumps({"pid": os.getpid(), "sessionId": "alive"}))
+    (tmp_path / "b.json").write_bytes(orjson.dumps({"pid": 2**22 + 12345, "sessionId": "dead"}))
+    (tmp_path / "c.txt").write_text("ignored")
+    assert set(procfiles.scan(tmp_path)) == {"alive"}
+    assert procfiles.scan(tmp_path / "missing") == {}
+
+
+def test_last_line_end_ignores_a_partial_tail(tmp_path: Path) -> None:
+    """The registration offset is the end of the last complete line, never the file size."""
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(b"a\n" + b"b" * (backfill.SCAN_CHUNK * 2) + b"\npartial")
+    size = f.stat().st_size
+    assert backfill.last_line_end(f, size) == size - len(b"partial")
+    f.write_bytes(b"no newline at all")
+    assert backfill.last_line_end(f, f.stat().st_size) == 0
+
+
+def test_offset_values_round_trip() -> None:
+    """Committed values are offset:dev:ino; anything else is unreadable (treated as absent)."""
+    assert backfill.parse_offset(backfill.offset_value(10, 2, 3)) == (10, 2, 3)
+    for bad in ["", "10", "a:b:c", "-1:2:3"]:
+        assert backfill.parse_offset(bad) is None
+
+
+def test_history_window() -> None:
+    """A file gets history only within the age window and when events are wanted."""
+    assert backfill.wants_history(1000.0, 1000.0 + 3600, max_age_hours=24, events=200)
+    assert not backfill.wants_history(0.0, 25 * 3600.0, max_age_hours=24, events=200)
+    assert not backfill.wants_history(1000.0, 1000.0, max_age_hours=24, events=0)
