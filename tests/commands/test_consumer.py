@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from collector.commands import CommandConsumer
-from collector.metrics import CollectorMetrics
 from collector.drivers.control import Controller
+from collector.metrics import CollectorMetrics
 from shared import commands as c
 from shared.commands import Command, Reply
 from shared.keys import Keys
