@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 
@@ -23,12 +24,28 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out).decode()
 
 
+_TOKEN_QUERY = re.compile(r"([?&]token=)[^&\s\"']+")
+
+
+class RedactTokens(logging.Filter):
+    """Blank ``?token=`` values: uvicorn logs each WebSocket path, query string included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.msg = record.getMessage()
+            record.args = None
+        if "token=" in str(record.msg):
+            record.msg = _TOKEN_QUERY.sub(r"\1***", str(record.msg))
+        return True
+
+
 def configure_logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if sys.stderr.isatty():
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s: %(message)s"))
     else:
         handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactTokens())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
