@@ -41,9 +41,9 @@ READ_COUNT = 16
 MAX_BACKOFF_S = 5.0
 
 
-def count(counter: Counter, cmd_type: str, outcome: str) -> None:
-    """``relaybus_collector_commands_total{type,outcome}`` with a bounded ``type`` label."""
-    counter.labels(cmd_type if cmd_type in c.COMMAND_TYPES else "other", outcome).inc()
+def count(counter: Counter, known: Mapping[str, object], cmd_type: str, outcome: str) -> None:
+    """``relaybus_collector_commands_total{type,outcome}``; ``type`` is bounded to ``known``."""
+    counter.labels(cmd_type if cmd_type in known else "other", outcome).inc()
 
 
 class CommandConsumer:
@@ -127,7 +127,7 @@ class CommandConsumer:
             cmd = Command.from_fields(fields)
         except EnvelopeError as exc:
             log.warning("dropping malformed command %s: %s", entry_id, exc)
-            count(self._counter, "other", "malformed")
+            count(self._counter, self._handlers, "other", "malformed")
             await self._client.xack(self._stream, c.GROUP, entry_id)
             return
         outcome, reply = await self._execute_once(cmd)
@@ -137,7 +137,7 @@ class CommandConsumer:
             pipe.expire(reply_stream, c.REPLY_TTL_S)
             pipe.xack(self._stream, c.GROUP, entry_id)
             await pipe.execute()
-        count(self._counter, cmd.type, outcome)
+        count(self._counter, self._handlers, cmd.type, outcome)
         log.info(
             "command %s %s session=%s trace=%s: %s",
             cmd.id,
