@@ -91,6 +91,9 @@ class ReplyReader:
                 )
                 backoff = 0.1
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from exc  # redis-py turned a cancel into this
                 log.warning("reply stream unavailable: %s; retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff * (1 + random.random()))
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
