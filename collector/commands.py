@@ -86,6 +86,9 @@ class CommandConsumer:
                 log.warning("command group vanished (Redis lost data?): recreating")
                 recovered = False
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from exc  # redis-py turned a cancel into this
                 log.warning("command stream unavailable: %s; retrying in %.1fs", exc, backoff)
                 recovered = False
                 with contextlib.suppress(TimeoutError):
