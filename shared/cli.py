@@ -11,11 +11,16 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared import __version__, hookcli
-from shared.logsetup import configure_logging
-from shared.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
+
+# shared.settings (pydantic) is imported inside the functions that need it: the hook
+# subcommands (shared.hookcli), which Claude Code runs on every permission prompt, start
+# without it.
 
 SHARED_FIELDS = [
     "redis_url",
@@ -83,6 +88,8 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
 
 
 def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
+    from shared.settings import Settings
+
     for name in fields:
         info = Settings.model_fields[name]
         env = f"RELAYBUS_{name.upper()}"
@@ -118,6 +125,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    from shared.settings import Settings, load_settings
+
     overrides: dict[str, Any] = {
         k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None
     }
@@ -139,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    from shared.logsetup import configure_logging
+    from shared.settings import SettingsError
+
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -83,8 +83,7 @@ async def hooks() -> AsyncIterator[HookStarter]:
 
     yield start
     for run in runs:
-        if run.proc.returncode is None:
-            run.proc.kill()
+        run.kill()
         await run.proc.communicate()
 
 

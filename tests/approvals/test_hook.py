@@ -152,7 +152,7 @@ async def test_hook_gone_cancels(hooks: HookStarter, machine: Callable[..., Mach
     await watch_from(admin, keys, sid)
     run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env())
     req = await _held(admin, keys, sid)
-    run.proc.kill()
+    run.kill()
     await run.proc.wait()
     done = await wait_for(lambda: session_frames(admin, keys, sid, "permission_resolved"))
     assert (done[0]["requestKey"], done[0]["decision"]) == (req["requestKey"], "cancelled")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
+import shlex
 import sys
 import time
 import uuid
@@ -40,6 +44,12 @@ class HookRun:
     proc: asyncio.subprocess.Process
     started: float
 
+    def kill(self) -> None:
+        """SIGKILL the shell and the hook under it (their own process group)."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
     async def result(self, wait_s: float = 60.0) -> tuple[int, str, float]:
         """(exit code, stdout, seconds it ran)."""
         out, _err = await asyncio.wait_for(self.proc.communicate(), wait_s)
@@ -49,10 +59,10 @@ class HookRun:
 
 async def start_hook(payload: dict[str, Any] | bytes, *, env: dict[str, str]) -> HookRun:
     """``relaybus hook permission-request`` with ``payload`` on stdin (stdin then closed)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(RELAYBUS), "hook", "permission-request",
+    proc = await asyncio.create_subprocess_shell(  # Claude Code runs hook commands via a shell
+        f"{shlex.quote(str(RELAYBUS))} hook permission-request",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env,
+        stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
     )
     started = time.monotonic()
     assert proc.stdin is not None
