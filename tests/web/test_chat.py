@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+import uuid
+from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
 from tests.support import web as w
+from tests.support.collector_proc import CollectorProc
+from tests.support.collector_records import append, transcript
 from tests.support.web import TOKEN
 from tests.web.conftest import Stack, open_app
 
@@ -129,3 +133,28 @@ def test_session_list_updates_live_and_sorts_by_activity(page: Page, stack: Stac
     expect(page.locator("#chat-title")).to_have_text("Refactor the billing module")
     page.locator("#back").click()
     expect(rows.first.locator(".stitle")).to_have_text("Refactor the billing module")
+
+
+def test_sessions_from_two_machines_share_one_list(page: Page, stack: Stack, tmp_path: Path) -> None:
+    """A second machine's collector adds its sessions to the same list, each row naming its host."""
+    other_dir = tmp_path / "laptop-claude"
+    (other_dir / "projects").mkdir(parents=True)
+    (other_dir / "sessions").mkdir()
+    laptop = CollectorProc(
+        redis_url=stack.server.url, namespace=stack.namespace, claude_dir=other_dir,
+        host_id="laptop", log_path=tmp_path / "collector-laptop.log",
+    )
+    try:
+        laptop.start()
+        here, here_path = stack.new_session()
+        stack.write(here_path, w.prompt(here, "on the team server"))
+        there = str(uuid.uuid4())
+        append(transcript(other_dir, there, "-home-me-app"), w.prompt(there, "on my laptop"))
+        open_app(page, stack)
+        expect(page.locator(f'.srow[data-session-id="{here}"] .host')).to_have_text("testhost")
+        expect(page.locator(f'.srow[data-session-id="{there}"] .host')).to_have_text("laptop")
+        page.locator(f'.srow[data-session-id="{there}"] a').click()
+        expect(page.locator("#chat-sub")).to_have_text("laptop · /home/dev/project")
+        expect(page.locator("#messages .bubble")).to_have_text(["on my laptop"])
+    finally:
+        laptop.stop()
