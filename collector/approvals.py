@@ -369,23 +369,26 @@ def match_tool_use(path: Path, name: str, tool_input: dict[str, Any]) -> str | N
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
-    candidates: list[str] = []
+    same: list[str] = []
+    named: list[str] = []
     answered: set[str] = set()
     for raw in lines:
         if not raw.strip():
             continue
         event = projection.project_line(raw, text_max_chars=len(raw) + 1).event
         for block in (event or {}).get("blocks", []):
-            if block.get("kind") == "tool" and block.get("name") == name and block.get(
-                "input"
-            ) == tool_input:
-                candidates.append(str(block.get("toolUseId")))
+            if block.get("kind") == "tool" and block.get("name") == name:
+                named.append(str(block.get("toolUseId")))
+                if block.get("input") == tool_input:
+                    same.append(str(block.get("toolUseId")))
             elif block.get("kind") == "tool_result":
                 answered.add(str(block.get("toolUseId")))
-    for tool_use_id in reversed(candidates):
-        if tool_use_id not in answered:
-            return tool_use_id
-    return None
+    exact = [t for t in same if t not in answered]
+    if exact:
+        return exact[-1]
+    # Claude Code may have normalised the input it shows the hook: a lone open call still matches.
+    open_calls = [t for t in named if t not in answered]
+    return open_calls[0] if len(open_calls) == 1 else None
 
 
 def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
