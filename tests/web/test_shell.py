@@ -57,7 +57,7 @@ def test_session_list_first_paint_is_fast_on_loopback(page: Page, stack: Stack) 
 
 
 def test_installable_shell_caches_only_the_shell(browser: Browser, stack: Stack) -> None:
-    """The manifest and icons are served, the service worker caches the app shell, and no message or socket response is ever cached."""
+    """The manifest and icons are served, the service worker caches the app shell, and no message is ever stored on the device (caches, localStorage, IndexedDB)."""
     ctx = browser.new_context(viewport=PHONE)
     try:
         page = ctx.new_page()
@@ -98,6 +98,9 @@ def test_installable_shell_caches_only_the_shell(browser: Browser, stack: Stack)
             }"""
         )
         assert not any("secret prompt text" in b for b in bodies)
+        stored = page.evaluate("Object.keys(localStorage)")
+        assert stored == ["relaybus.token"], "only the token is kept on the device"
+        assert page.evaluate("indexedDB.databases().then(dbs => dbs.length)") == 0
     finally:
         ctx.close()
 
