@@ -140,21 +140,25 @@ class Engine:
         """Timers: the turn backstop, and idle sessions without a live process."""
         now = now_ms()
         for sid in list(self.pub.sessions):
-            state = self.pub.sessions[sid].clone()
+            cached = self.pub.sessions[sid]
+            idle_for = now - cached.turn.last_activity_ms
+            idle_end = cached.live and sid not in self.live_pids and idle_for >= self.idle_ms
+            if not idle_end and not cached.turn.backstop_due(now, self.backstop_ms):
+                if not cached.live and idle_for >= self.idle_ms:
+                    del self.pub.sessions[sid]  # quiet and ended: reloaded from its hash if needed
+                continue
+            state = cached.clone()
             events: list[OutEvent] = []
             h: dict[str, str] = {}
             change = state.turn.on_tick(now, self.backstop_ms)
             if change is not None:
                 events.append(turn_event(sid, change))
                 h.update(turn_hash(change))
-            idle_for = now - state.turn.last_activity_ms
-            if state.live and sid not in self.live_pids and idle_for >= self.idle_ms:
+            if idle_end:
                 ended, eh = end_events(state, reason="idle", now_ms=now)
                 events += ended
                 h.update(eh)
                 log.info("session %s: idle for %d s, session ended", sid, idle_for // 1000)
             if events:
                 await self.pub.commit_session(state, events, h)
-            elif not state.live and idle_for >= self.idle_ms and state.turn.state != "working":
-                del self.pub.sessions[sid]  # quiet and ended: reloaded from its hash if needed
         self._gauges()

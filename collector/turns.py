@@ -54,11 +54,17 @@ class TurnTracker:
         self.live_status = True
         return self._set(mapped, now_ms, waiting_for if mapped == WAITING else None)
 
+    def backstop_due(self, now_ms: int, backstop_ms: int) -> bool:
+        """``working`` with no transcript activity for ``backstop_ms`` (and no live status)."""
+        return (
+            self.state == WORKING
+            and not self.live_status
+            and now_ms - max(self.since, self.last_activity_ms) >= backstop_ms
+        )
+
     def on_tick(self, now_ms: int, backstop_ms: int) -> TurnChange | None:
-        """The backstop: ``working`` with no transcript activity for ``backstop_ms``."""
-        if self.state != WORKING or self.live_status:
-            return None
-        if now_ms - max(self.since, self.last_activity_ms) < backstop_ms:
+        """The backstop: a silent ``working`` turn becomes ``idle``."""
+        if not self.backstop_due(now_ms, backstop_ms):
             return None
         return self._set(IDLE, now_ms, None)
 
