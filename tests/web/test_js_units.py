@@ -14,7 +14,7 @@ def test_label_diff_and_store_helpers_pass_under_node() -> None:
     node = shutil.which("node")
     assert node is not None, "node (20+) is required for the web client's unit tests"
     proc = subprocess.run(
-        [node, "--test", str(ROOT / "tests" / "web_js")],
+        [node, "--test", "--test-reporter=tap", str(ROOT / "tests" / "web_js")],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -23,3 +23,4 @@ def test_label_diff_and_store_helpers_pass_under_node() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "# fail 0" in proc.stdout
+    assert "# pass 0" not in proc.stdout, "no test files were found"
