@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry, Counter
 from redis.exceptions import RedisError
 
 from collector.sessions import turn_event, turn_hash
@@ -88,7 +89,9 @@ class Approvals:
 
     settings: Settings
     wake: Callable[[], None]
+    registry: CollectorRegistry | None = None
     keys: Keys = field(init=False)
+    outcomes: Counter = field(init=False)
     held: dict[str, Held] = field(default_factory=dict, init=False)
     _queue: deque[_Queued] = field(default_factory=deque, init=False)
     _client: aioredis.Redis | None = field(default=None, init=False)
@@ -96,6 +99,12 @@ class Approvals:
 
     def __post_init__(self) -> None:
         self.keys = Keys(self.settings.namespace)
+        self.outcomes = Counter(
+            "relaybus_collector_approvals_total",
+            "Permission requests from the hook, by how they ended",
+            ["outcome"],
+            registry=self.registry,
+        )
 
     # --- the loopback endpoint --------------------------------------------------------
 
@@ -157,32 +166,38 @@ class Approvals:
 
     async def request(self, body: bytes, *, gone: asyncio.Future[bytes]) -> dict[str, Any]:
         """The hook's answer: ``{"behavior": "allow"|"deny", "message"?}`` or ``{}`` (none)."""
+        outcome = "unavailable"
         try:
-            return await self._request(body, gone)
+            outcome, reply = await self._request(body, gone)
+            return reply
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("approvals: Redis unavailable (%s): no decision", exc)
             return {}
         finally:
             gone.cancel()
+            self.outcomes.labels(outcome).inc()
 
-    async def _request(self, body: bytes, gone: asyncio.Future[bytes]) -> dict[str, Any]:
+    async def _request(
+        self, body: bytes, gone: asyncio.Future[bytes]
+    ) -> tuple[str, dict[str, Any]]:
+        """(outcome for the metric, the hook's answer)."""
         try:
             req = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return {}
+            return "invalid", {}
         sid, name, tool_input = _fields(req)
         if sid is None or name is None or tool_input is None:
-            return {}
+            return "invalid", {}
         s = self.settings
         if len(self.held) >= MAX_HELD:
             log.warning("approvals: %d requests held already; no decision", len(self.held))
-            return {}
+            return "busy", {}
         if s.approval_mode == "watched" and not await self._watchers(sid):
             log.info("approvals: %s %s: nobody watching, no decision", sid, name)
-            return {}
+            return "unwatched", {}
         if not await self._op(self._redis.hexists(self.keys.session(sid), "host")):
             log.info("approvals: %s %s: unknown session, no decision", sid, name)
-            return {}
+            return "unknown_session", {}
         key = uuid.uuid4().hex
         expires = _now_ms() + int(s.approval_timeout_seconds * 1000)
         tool_use_id, edit = await asyncio.to_thread(
@@ -204,7 +219,7 @@ class Approvals:
             )
             if not await self._publish(sid, frame, frames.PERMISSION_REQUEST, wait=True):
                 await self._finish(held, (ap.CANCELLED, None), claim=True)
-                return {}
+                return "unavailable", {}
             log.info("approvals: %s %s held as %s (tool %s)", sid, name, key, tool_use_id or "-")
             decision = await self._hold(held, expires, gone)
             decision = await self._finish(held, decision, claim=decision[0] not in ap.CLIENT_DECISIONS)
@@ -212,10 +227,10 @@ class Approvals:
             self.held.pop(key, None)
         log.info("approvals: %s %s: %s", sid, key, decision[0])
         if decision[0] == ap.ALLOW:
-            return {"behavior": ap.ALLOW}
+            return ap.ALLOW, {"behavior": ap.ALLOW}
         if decision[0] == ap.DENY:
-            return {"behavior": ap.DENY, "message": decision[1] or "Rejected from relaybus"}
-        return {}
+            return ap.DENY, {"behavior": ap.DENY, "message": decision[1] or "Rejected from relaybus"}
+        return (ap.TIMEOUT if decision[0] == ap.TIMEOUT else ap.CANCELLED), {}
 
     async def _hold(self, held: Held, expires_ms: int, gone: asyncio.Future[bytes]) -> Decision:
         """Wait for the decision, the timeout, the hook leaving, or (watched) the watchers leaving."""

@@ -165,7 +165,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     client = connect(settings)
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
-    approvals = Approvals(settings, wake.event.set)
+    approvals = Approvals(settings, wake.event.set, registry)
     commands = CollectorCommands(
         settings, metrics.commands, wake.event.set,
         extra_handlers={PERMISSION_DECISION: approvals.decide},
