@@ -135,5 +135,7 @@ def test_phone_screenshots_fit_the_viewport(page: Page, stack: Stack) -> None:
     expect(page.locator("#indicator")).to_be_visible()
     page.screenshot(path=str(out / "web-mobile-chat.png"))
     assert page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth")
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(out / "web-mobile-chat-dark.png"))
     assert page.locator("#scroller").evaluate("e => e.scrollWidth <= e.clientWidth")
     assert (out / "web-mobile-chat.png").stat().st_size > 10_000
