@@ -20,8 +20,13 @@ export class Chat {
    * at the end and `trimmedBelow` is the smallest kept seqId when old items were dropped.
    */
   add(item) {
+    if (!Number.isFinite(item.seqId)) {
+      // No seqId (never sent by this server): keep it, after everything, undeduplicated.
+      item.seqId = (this.items.at(-1)?.seqId ?? 0) + 1e-6;
+      item.unsequenced = true;
+    }
     if (this.seen.has(item.seqId)) return { added: false, inOrder: true, trimmedBelow: null };
-    if (item.kind !== "gap") {
+    if (item.kind !== "gap" && !item.unsequenced) {
       this.seen.add(item.seqId);
       this.lastSeqId = Math.max(this.lastSeqId, item.seqId);
     }

@@ -19,6 +19,16 @@ test("events are deduplicated by seqId and kept in seq order", () => {
   assert.equal(chat.lastSeqId, 3);
 });
 
+test("an item without a seqId is kept, never deduplicated, and does not move lastSeqId", () => {
+  const chat = new Chat("s");
+  chat.add(ev(4));
+  assert.equal(chat.add({ kind: "event", event: {} }).added, true);
+  assert.equal(chat.add({ kind: "event", event: {} }).added, true);
+  assert.equal(chat.items.length, 3);
+  assert.equal(chat.lastSeqId, 4);
+  assert.equal(chat.add(ev(5)).inOrder, true);
+});
+
 test("a chat holds at most MESSAGE_CAP items, dropping the oldest", () => {
   const chat = new Chat("s");
   let last = null;
