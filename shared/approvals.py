@@ -40,8 +40,8 @@ ALREADY_RESOLVED = "already_resolved"
 NO_PENDING = "no_pending_request"
 
 #: Watcher fields are refreshed every this many seconds and count for three times as long.
-WATCHERS_REFRESH_S = 10.0
-WATCHERS_TTL_S = 30
+WATCHERS_REFRESH_S = 5.0
+WATCHERS_TTL_S = 15
 #: A decision is remembered this long after the request expired (late answers: already_resolved).
 DECISION_GRACE_S = 600
 PREVIEW_MAX_CHARS = 16_384

@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,10 @@ from shared import approvals as ap
 from shared.keys import Keys
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
-from tests.support.approvals import HookStarter, hook_input, session_with_tool
+from tests.support.approvals import HookStarter, hook_input, session_frames, session_with_tool
 from tests.support.commands_env import wait_for
 from tests.support.gateway_client import FULL, Frame, WsClient
-from tests.support.gateway_server import RunningGateway, running_gateway
+from tests.support.gateway_server import GatewayProc, RunningGateway, running_gateway
 from tests.support.servers import RedisServer
 
 EDIT = {"old_string": "a = 1", "new_string": "a = 2"}
@@ -153,3 +154,27 @@ async def _session_kind(admin: aioredis.Redis, keys: Keys, sid: str) -> list[dic
         return found if len(found) >= 2 else []
 
     return await wait_for(probe, what="both resolutions")
+
+
+async def test_dead_gateway_releases_the_request(
+    hooks: HookStarter, machine: Callable[..., Machine], server: RedisServer, namespace: str,
+    admin: aioredis.Redis, keys: Keys, tmp_path: Path,
+) -> None:
+    """The only watcher's gateway process is SIGKILLed while a request is held: its count
+    expires and the hook falls through (no decision) well before the approval timeout."""
+    m = machine(timeout_s=110)
+    sid, path, _tid = session_with_tool(m.claude_dir, m.workdir, "Bash", {"command": "ls"})
+    await published(admin, keys, sid)
+    with GatewayProc(redis_url=server.url, namespace=namespace, log_path=tmp_path / "gw.log") as gw:
+        async with WsClient(gw.ws, token="full-token") as a:
+            await _watch(a, sid)
+            await _watchers(admin, keys, sid, 1)
+            run = await hooks(hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}),
+                              env=m.hook_env())
+            await a.expect("permission_request", wait_s=30)
+            gw.kill()
+            rc, out, took = await run.result(wait_s=100)
+    assert (rc, out) == (0, "")
+    assert took < 60
+    done = await wait_for(lambda: session_frames(admin, keys, sid, "permission_resolved"))
+    assert done[0]["decision"] == "cancelled"
