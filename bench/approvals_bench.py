@@ -1,0 +1,167 @@
+"""Approvals benchmark: how long a phone waits, and how long Claude Code waits on the hook.
+
+Runs a private Redis-compatible server, a real ``python -m collector`` (approval endpoint on
+a free port), a real ``python -m gateway`` and a watching WebSocket client, then, per round,
+``relaybus hook permission-request`` as Claude Code runs it (a shell command, JSON on stdin):
+
+* hook -> request: hook started -> ``permission_request`` reaches the watching client;
+* accept -> hook answer: ``accept_diff`` sent -> the hook has printed allow and exited;
+* accept -> ack: ``accept_diff`` -> ``decision_ack``;
+* unwatched: the hook's whole run when nobody watches (falls through at once);
+* collector down: the hook's whole run when nothing listens on the port.
+
+Writes ``bench/results/approvals.json``. Usage: ``python bench/approvals_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from shared.keys import Keys  # noqa: E402
+from tests.support.approvals import RELAYBUS, hook_input, session_with_tool  # noqa: E402
+from tests.support.collector_proc import CollectorProc  # noqa: E402
+from tests.support.gateway_client import FULL, WsClient  # noqa: E402
+from tests.support.gateway_server import GatewayProc  # noqa: E402
+from tests.support.servers import RedisServer, free_port, server_binaries  # noqa: E402
+
+OUT = REPO / "bench" / "results" / "approvals.json"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+
+def summary(ms: list[float]) -> dict[str, Any]:
+    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
+
+
+async def hook(payload: dict[str, Any], env: dict[str, str]) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_shell(
+        f"{shlex.quote(str(RELAYBUS))} hook permission-request",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(payload).encode())
+    await proc.stdin.drain()
+    proc.stdin.close()
+    return proc
+
+
+async def measure(gw: GatewayProc, payload: dict[str, Any], env: dict[str, str], rounds: int) -> dict[str, Any]:
+    to_request: list[float] = []
+    to_answer: list[float] = []
+    to_ack: list[float] = []
+    unwatched: list[float] = []
+    down: list[float] = []
+    sid = payload["session_id"]
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        proc = await hook(payload, env)
+        await proc.communicate()
+        unwatched.append((time.perf_counter() - t0) * 1000)
+    down_env = {**env, "RELAYBUS_APPROVAL_PORT": str(free_port())}
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        proc = await hook(payload, down_env)
+        await proc.communicate()
+        down.append((time.perf_counter() - t0) * 1000)
+    async with WsClient(gw.ws, token="bench") as ws:
+        await ws.hello(FULL)
+        await ws.send({"type": "watch_session", "sessionId": sid})
+        await ws.expect("watch_ack")
+        for i in range(rounds):
+            t0 = time.perf_counter()
+            proc = await hook(payload, env)
+            req = await ws.expect("permission_request", wait_s=30)
+            t1 = time.perf_counter()
+            to_request.append((t1 - t0) * 1000)
+            await ws.send({"type": "accept_diff", "requestId": f"a{i}", "requestKey": req["requestKey"]})
+            ack = await ws.expect("decision_ack", wait_s=30)
+            to_ack.append((time.perf_counter() - t1) * 1000)
+            out, _ = await proc.communicate()
+            to_answer.append((time.perf_counter() - t1) * 1000)
+            assert ack["decision"] == "allow" and b'"allow"' in out, (ack, out)
+    return {
+        "hook_to_permission_request": summary(to_request),
+        "accept_to_hook_answer": summary(to_answer),
+        "accept_to_decision_ack": summary(to_ack),
+        "hook_run_unwatched": summary(unwatched),
+        "hook_run_collector_down": summary(down),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=30)
+    args = ap.parse_args()
+    kinds = server_binaries()
+    kind = "redis" if "redis" in kinds else "valkey"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        srv = RedisServer(kind, kinds[kind], root / "srv")
+        srv.start()
+        claude_dir = root / "claude"
+        (claude_dir / "projects").mkdir(parents=True)
+        (claude_dir / "sessions").mkdir()
+        work = root / "work"
+        work.mkdir()
+        target = work / "f.py"
+        target.write_text("a = 1\n")
+        tool_input = {"file_path": str(target), "old_string": "a = 1", "new_string": "a = 2"}
+        sid, path, _tid = session_with_tool(claude_dir, work, "Edit", tool_input)
+        port = free_port()
+        col = CollectorProc(redis_url=srv.url, namespace="bench", claude_dir=claude_dir, host_id="benchhost",
+                            env={"RELAYBUS_APPROVAL_PORT": str(port)})
+        gw = GatewayProc(redis_url=srv.url, namespace="bench", tokens="bench",
+                         env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"})
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+        env["RELAYBUS_APPROVAL_PORT"] = str(port)
+        try:
+            col.start()
+            gw.start()
+            client = redis.Redis(port=srv.port)
+            deadline = time.monotonic() + 30
+            while client.hget(Keys("bench").session(sid), "host") is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("session not published")
+                time.sleep(0.05)
+            client.close()
+            payload = hook_input(sid, path, str(work), "Edit", tool_input)
+            figures = asyncio.run(measure(gw, payload, env, args.rounds))
+        finally:
+            gw.kill()
+            col.stop()
+            srv.stop()
+    result = {
+        "benchmark": "approvals",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load": os.getloadavg()[0]},
+        "server": kind,
+        **figures,
+        "note": "sequential rounds on one loopback machine shared with other work; each figure "
+                "with the hook includes starting its Python process",
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
