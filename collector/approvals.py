@@ -356,7 +356,7 @@ class Approvals:
         return await asyncio.wait_for(aw, REDIS_OP_S)
 
     async def _watchers(self, sid: str) -> int:
-        fields = await self._op(self._redis.hgetall(ap.watchers_key(self.keys, sid)))
+        fields = await self._op(self._redis.hgetall(self.keys.session_watchers(sid)))
         return ap.live_watchers(fields, _now_ms())
 
     def _describe(

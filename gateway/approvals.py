@@ -87,7 +87,7 @@ class GatewayApprovals:
         expires = _now_ms() + ap.WATCHERS_TTL_S * 1000
         pipe = self._client.pipeline(transaction=False)
         for sid, n in counts.items():
-            key = ap.watchers_key(self._keys, sid)
+            key = self._keys.session_watchers(sid)
             if n > 0:
                 pipe.hset(key, self._gateway_id, ap.watcher_value(n, expires))
                 pipe.expire(key, ap.WATCHERS_TTL_S)

@@ -51,10 +51,6 @@ PREVIEW_FILE_MAX_BYTES = 2 * 1024 * 1024
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
-def watchers_key(keys: Keys, sid: str) -> str:
-    return keys.session_watchers(sid)
-
-
 def pending_key(keys: Keys, sid: str) -> str:
     return f"{keys.prefix}session:{sid}:approvals"
 

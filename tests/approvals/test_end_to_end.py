@@ -44,7 +44,7 @@ async def _watch(ws: WsClient, sid: str) -> None:
 
 async def _watchers(admin: aioredis.Redis, keys: Keys, sid: str, gateways: int) -> None:
     async def probe() -> bool:
-        return len(await admin.hgetall(ap.watchers_key(keys, sid))) == gateways
+        return len(await admin.hgetall(keys.session_watchers(sid))) == gateways
 
     await wait_for(probe, what=f"{gateways} gateways counting watchers of {sid}")
 
@@ -71,7 +71,7 @@ async def test_two_clients_race_through_two_gateways(
         for ws in (a, b, ro):
             await _watch(ws, sid)
         await _watchers(admin, keys, sid, 2)
-        assert ap.live_watchers(await admin.hgetall(ap.watchers_key(keys, sid)), int(time.time() * 1000)) == 2
+        assert ap.live_watchers(await admin.hgetall(keys.session_watchers(sid)), int(time.time() * 1000)) == 2
         run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env())
         reqs = [await ws.expect("permission_request", wait_s=30) for ws in (a, b, ro)]
         req = reqs[0]

@@ -125,7 +125,7 @@ async def test_stale_watchers_do_not_count(hooks: HookStarter,
     """A watcher count whose gateway stopped refreshing it (expired stamp) holds nothing."""
     m = machine()
     sid, path, _tid, tool_input = await _edit_session(m, admin, keys)
-    await admin.hset(ap.watchers_key(keys, sid), "gw-dead", ap.watcher_value(3, 1_000))
+    await admin.hset(keys.session_watchers(sid), "gw-dead", ap.watcher_value(3, 1_000))
     run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env())
     rc, out, took = await run.result()
     assert (rc, out) == (0, "")

@@ -27,7 +27,7 @@ async def test_counts_follow_watch_unwatch_and_disconnect(
     a stopped gateway removes its field."""
     pub = Publisher(admin, keys)
     await pub.start_session("s1")
-    key = ap.watchers_key(keys, "s1")
+    key = keys.session_watchers("s1")
     async with running_gateway(make_settings(server.url, namespace)) as gw:
         gid = gw.runtime.gateway_id.encode()
         async with WsClient(gw.ws, token="full-token") as a, WsClient(gw.ws, token="ro-token") as ro:

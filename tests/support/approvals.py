@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import shlex
+import signal
 import sys
 import time
 import uuid
@@ -98,7 +98,7 @@ def session_with_tool(claude_dir: Path, cwd: Path, name: str, tool_input: dict[s
 async def watch_from(client: aioredis.Redis, keys: Keys, sid: str, gateway_id: str = "gw-test") -> None:
     """What a gateway writes when one full-access client watches ``sid``."""
     expires = int(time.time() * 1000) + 60_000
-    await client.hset(ap.watchers_key(keys, sid), gateway_id, ap.watcher_value(1, expires))
+    await client.hset(keys.session_watchers(sid), gateway_id, ap.watcher_value(1, expires))
 
 
 async def decide(client: aioredis.Redis, keys: Keys, request_key: str, decision: str,
