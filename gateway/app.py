@@ -6,15 +6,35 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, Response, WebSocket
+from fastapi import FastAPI, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
+from gateway.endpoint import Endpoint
 from gateway.runtime import Runtime
+from gateway.wsio import sink_for
 from shared import __version__
 from shared.settings import Settings
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+
+class WebSocketRoute:
+    """Pure ASGI middleware that serves one WebSocket path with the server's raw ``send``."""
+
+    def __init__(self, app: ASGIApp, *, path: str, endpoint: Endpoint) -> None:
+        self.app = app
+        self.path = path
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"] == self.path:
+            ws = WebSocket(scope, receive, send)
+            await self.endpoint(ws, sink_for(ws, send))
+            return
+        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -51,10 +71,9 @@ def create_app(
     async def metrics() -> Response:
         return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
 
-    @app.websocket("/ws")
-    async def ws(websocket: WebSocket) -> None:
-        await rt.endpoint(websocket)
-
+    # /ws is served ahead of the middleware stack so frames can be written in bursts
+    # (gateway.wsio); everything else goes through FastAPI.
+    app.add_middleware(WebSocketRoute, path="/ws", endpoint=rt.endpoint)
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
     return app

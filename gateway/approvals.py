@@ -32,6 +32,7 @@ from gateway.connection import Connection
 from gateway.fanout import Hub
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import ErrorCode, ProtocolError
+from gateway.tasks import cancel_and_wait
 from shared import approvals as ap
 from shared import commands as c
 from shared.commands import Command
@@ -128,9 +129,7 @@ class GatewayApprovals:
 
     async def aclose(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)  # a single cancel can be swallowed (gateway/tasks.py)
         with contextlib.suppress(RedisError, OSError):
             await asyncio.wait_for(self._write(dict.fromkeys(self._written, 0)), 2.0)
 

@@ -10,7 +10,6 @@ request gets exactly one answer, logged and counted once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -27,6 +26,7 @@ from gateway import protocol
 from gateway.connection import Connection
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import ErrorCode, ProtocolError
+from gateway.tasks import cancel_and_wait
 from shared import commands as c
 from shared.commands import Command, EnvelopeError, Reply
 from shared.keys import Keys
@@ -58,9 +58,7 @@ class ReplyReader:
 
     async def aclose(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)  # a single cancel can be swallowed (gateway/tasks.py)
         for fut in self._waiting.values():
             fut.cancel()
         self._waiting.clear()

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
 from starlette.websockets import WebSocketDisconnect
 
@@ -24,18 +24,13 @@ from gateway.events import Event
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode
 from gateway.replay import Gap
+from gateway.wsio import FrameSink
 from shared import frames
 
 log = logging.getLogger(__name__)
 
 #: (text, frame type, collector stamp ms or 0 for non-live frames, byte length)
 Outgoing = tuple[str, str, int, int]
-
-
-class Sink(Protocol):
-    """What the connection writes to (a Starlette WebSocket satisfies it)."""
-
-    async def send_text(self, data: str) -> None: ...
 
 
 class SlowConsumer(Exception):
@@ -45,7 +40,7 @@ class SlowConsumer(Exception):
 class Connection:
     def __init__(
         self,
-        sink: Sink,
+        sink: FrameSink,
         *,
         cid: str,
         metrics: GatewayMetrics,
@@ -228,19 +223,23 @@ class Connection:
                 await self._wake.wait()
                 continue
             items, live = queue.popleft()
-            for out in items:
-                if self.closing():
-                    break
-                await self._write(out)
+            await self._write(items)
             self._live_backlog -= live
         if self._final is not None:
-            await self._write(self._final)
+            await self._write([self._final])
 
-    async def _write(self, out: Outgoing) -> None:
-        text, kind, stamp_ms, size = out
-        await self.sink.send_text(text)
+    async def _write(self, items: list[Outgoing]) -> None:
+        """One burst: written together, counted once per frame type."""
+        await self.sink.send_many([out[0] for out in items])
         m = self.metrics
-        m.sent(kind).inc()
+        now = time.time()
+        size = 0
+        kinds: dict[str, int] = {}
+        for _text, kind, stamp_ms, nbytes in items:
+            size += nbytes
+            kinds[kind] = kinds.get(kind, 0) + 1
+            if stamp_ms:
+                m.e2e_latency.observe(max(0.0, now - stamp_ms / 1000))
         m.bytes_sent.inc(size)
-        if stamp_ms:
-            m.e2e_latency.observe(max(0.0, time.time() - stamp_ms / 1000))
+        for kind, n in kinds.items():
+            m.sent(kind).inc(n)

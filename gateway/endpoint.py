@@ -25,6 +25,7 @@ from gateway.fanout import Hub
 from gateway.handlers import Handlers
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from gateway.wsio import AsgiSink, FrameSink
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +81,12 @@ class Endpoint:
         self.metrics = metrics
         self.config = config
 
-    async def __call__(self, ws: WebSocket) -> None:
+    async def __call__(self, ws: WebSocket, sink: FrameSink | None = None) -> None:
         cfg = self.config
         offered = token_from_request(ws.headers, ws.query_params)
         await ws.accept()
         conn = Connection(
-            ws,
+            sink or AsgiSink(ws),
             cid=uuid.uuid4().hex[:12],
             metrics=self.metrics,
             queue_max=cfg.send_queue_max,

@@ -19,7 +19,7 @@ SESSION_KINDS = frames.SESSION_KINDS
 class Event:
     """One log entry: global ``seq``, session id, kind, frame bytes and collector stamp (ms)."""
 
-    __slots__ = ("_blocks_only", "_text", "frame", "kind", "seq", "sid", "stamp_ms")
+    __slots__ = ("_blocks_only", "_qseq", "_text", "frame", "kind", "seq", "sid", "stamp_ms")
 
     def __init__(self, seq: int, sid: str, kind: str, frame: bytes, stamp_ms: int) -> None:
         self.seq = seq
@@ -29,6 +29,7 @@ class Event:
         self.stamp_ms = stamp_ms
         self._text: str | None = None
         self._blocks_only: str | None = None
+        self._qseq: int | None = -1
 
     @property
     def session_scoped(self) -> bool:
@@ -57,12 +58,12 @@ class Event:
     @property
     def session_seq(self) -> int | None:
         """``sessionSeq`` read from the frame's tail, where the append script splices it."""
-        tail = self.frame[-48:]
-        at = tail.rfind(b'"sessionSeq":')
-        if at < 0:
-            return None
-        digits = tail[at + 13 :].rstrip(b"}").strip()
-        return int(digits) if digits.isdigit() else None
+        if self._qseq == -1:
+            tail = self.frame[-48:]
+            at = tail.rfind(b'"sessionSeq":')
+            digits = tail[at + 13 :].rstrip(b"}").strip() if at >= 0 else b""
+            self._qseq = int(digits) if digits.isdigit() else None
+        return self._qseq
 
     def __repr__(self) -> str:
         return f"Event(seq={self.seq}, sid={self.sid!r}, kind={self.kind!r})"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -20,6 +19,7 @@ from gateway.fanout import Hub, LogReader
 from gateway.handlers import CommandRouter, Handlers
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode
+from gateway.tasks import cancel_and_wait
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -109,13 +109,11 @@ class Runtime:
         tb: TracebackType | None,
     ) -> None:
         self.close_connections(CloseCode.SERVICE_RESTART)
+        self.reader.stop()
+        if self._reader_task is not None:
+            await cancel_and_wait(self._reader_task)
         await self.gateway_commands.aclose()
         await self.approvals.aclose()
-        if self._reader_task is not None:
-            self.reader.stop()
-            self._reader_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader_task
         await self.client.aclose()
         await self._reader_client.aclose()
         log.info("gateway %s stopped", self.gateway_id)
