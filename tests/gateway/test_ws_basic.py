@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 
+from gateway.wsio import BurstSink
 from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
@@ -52,6 +53,8 @@ async def test_watch_replays_history_then_live(gw: RunningGateway, pub: Publishe
         assert ack == {"type": "watch_ack", "sessionId": "s1", "watching": True,
                        "seqId": ack["seqId"], "traceId": "t", "requestId": "w"}
         await c.until(lambda _: len(c.events("s1")) == 5)
+        (conn,) = gw.runtime.hub.connections
+        assert isinstance(conn.sink, BurstSink)  # replays are written in one burst
         await pub.events("s1", ["live1", "live2"])
         await c.until(lambda _: len(c.events("s1")) == 7)
     texts = [e["event"]["blocks"][0]["text"] for e in c.events("s1")]
