@@ -14,7 +14,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 CHUNK_BYTES = 256 * 1024
 
@@ -29,8 +29,7 @@ class Identity:
         return cls(st.st_dev, st.st_ino)
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
     """One complete line without its newline; ``raw`` is ``None`` above the size cap."""
 
     raw: bytes | None
