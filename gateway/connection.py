@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from typing import Any
 
@@ -24,13 +23,11 @@ from gateway.events import Event
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode
 from gateway.replay import Gap
-from gateway.wsio import FrameSink
+from gateway.wsio import FrameSink, Outgoing
 from shared import frames
 
 log = logging.getLogger(__name__)
 
-#: (text, frame type, collector stamp ms or 0 for non-live frames, byte length)
-Outgoing = tuple[str, str, int, int]
 
 
 class SlowConsumer(Exception):
@@ -72,6 +69,7 @@ class Connection:
         self._queue: deque[tuple[list[Outgoing], int]] = deque()
         self._live_backlog = 0
         self._staged: list[Outgoing] | None = None
+        self._busy = False  # the sender is writing an entry it already took off the queue
         self._final: Outgoing | None = None
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
@@ -115,30 +113,42 @@ class Connection:
         if not self.entitled(ev):
             return False
         out = self.event_out(ev, live=True)
+        ev.delivered = True
         if self._staged is None:
             self._staged = [out]
             return True
         self._staged.append(out)
         return False
 
-    def flush(self) -> None:
-        """Queue the staged live frames as one entry, or cut off a client too far behind."""
+    def flush(self) -> list[Outgoing] | None:
+        """Write or queue the staged live frames, or cut off a client too far behind.
+
+        Returns the frames when they were written synchronously (the caller counts them).
+        """
         staged, self._staged = self._staged, None
         if not staged or self.close_code is not None:
-            return
+            return None
         if self._live_backlog >= self.queue_max:
             self.metrics.slow_consumers.inc()
             log.info("connection %s: %d frames behind, closing as slow consumer",
                      self.cid, self._live_backlog)
             self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
-            return
+            return None
+        if not self._queue and not self._busy and self.sink.write_now(staged):
+            # Nothing pending and the transport takes data: written here, synchronously,
+            # as websockets' broadcast() does; no task switch per connection per event.
+            # The fan-out counts these writes once per batch.
+            return staged
         self._live_backlog += len(staged)
         self._queue.append((staged, len(staged)))
         self._wake.set()
+        return None
 
     def event_out(self, ev: Event, *, live: bool) -> Outgoing:
-        text = ev.blocks_only_text if self.blocks_only else ev.text
-        return (text, ev.kind, ev.stamp_ms if live else 0, len(text))
+        bo = self.blocks_only
+        text = ev.blocks_only_text if bo else ev.text
+        wire = ev.wire(bo)
+        return (text, ev.kind, ev.stamp_ms if live else 0, len(wire), wire)
 
     def _buffer(self, buf: list[Event], ev: Event) -> None:
         if len(buf) >= self.buffer_max:
@@ -156,7 +166,7 @@ class Connection:
     @staticmethod
     def direct_out(frame: dict[str, Any]) -> Outgoing:
         text = protocol.encode(frame)
-        return (text, str(frame["type"]), 0, len(text))
+        return (text, str(frame["type"]), 0, len(text), None)
 
     def send_burst(self, items: list[Outgoing]) -> None:
         """A replay: one queue entry, written back to back by the sender."""
@@ -223,23 +233,28 @@ class Connection:
                 await self._wake.wait()
                 continue
             items, live = queue.popleft()
-            await self._write(items)
+            self._busy = True
+            try:
+                await self._write(items)
+            finally:
+                self._busy = False
             self._live_backlog -= live
         if self._final is not None:
             await self._write([self._final])
 
     async def _write(self, items: list[Outgoing]) -> None:
         """One burst: written together, counted once per frame type."""
-        await self.sink.send_many([out[0] for out in items])
+        await self.sink.send_many(items)
+        self._count(items)
+
+    def _count(self, items: list[Outgoing]) -> None:
+        """Frames and bytes of a queued write (synchronous writes are counted by the hub)."""
         m = self.metrics
-        now = time.time()
         size = 0
         kinds: dict[str, int] = {}
-        for _text, kind, stamp_ms, nbytes in items:
+        for _text, kind, _stamp_ms, nbytes, _wire in items:
             size += nbytes
             kinds[kind] = kinds.get(kind, 0) + 1
-            if stamp_ms:
-                m.e2e_latency.observe(max(0.0, now - stamp_ms / 1000))
         m.bytes_sent.inc(size)
         for kind, n in kinds.items():
             m.sent(kind).inc(n)

@@ -8,6 +8,8 @@ sends the same object.
 
 from __future__ import annotations
 
+import struct
+
 import orjson
 
 from shared import frames
@@ -19,7 +21,10 @@ SESSION_KINDS = frames.SESSION_KINDS
 class Event:
     """One log entry: global ``seq``, session id, kind, frame bytes and collector stamp (ms)."""
 
-    __slots__ = ("_blocks_only", "_qseq", "_text", "frame", "kind", "seq", "sid", "stamp_ms")
+    __slots__ = (
+        "_blocks_only", "_qseq", "_text", "_wire", "_wire_bo", "delivered", "frame", "kind",
+        "seq", "sid", "stamp_ms",
+    )
 
     def __init__(self, seq: int, sid: str, kind: str, frame: bytes, stamp_ms: int) -> None:
         self.seq = seq
@@ -30,6 +35,10 @@ class Event:
         self._text: str | None = None
         self._blocks_only: str | None = None
         self._qseq: int | None = -1
+        self._wire: bytes | None = None
+        self._wire_bo: bytes | None = None
+        #: set by the fan-out when a connection wrote it synchronously (latency metric)
+        self.delivered = False
 
     @property
     def session_scoped(self) -> bool:
@@ -55,6 +64,16 @@ class Event:
                 self._blocks_only = orjson.dumps(obj).decode()
         return self._blocks_only
 
+    def wire(self, blocks_only: bool) -> bytes:
+        """The complete WebSocket frame (unmasked, uncompressed), encoded once per process."""
+        if blocks_only:
+            if self._wire_bo is None:
+                self._wire_bo = ws_text_frame(self.blocks_only_text.encode())
+            return self._wire_bo
+        if self._wire is None:
+            self._wire = ws_text_frame(self.frame)
+        return self._wire
+
     @property
     def session_seq(self) -> int | None:
         """``sessionSeq`` read from the frame's tail, where the append script splices it."""
@@ -67,6 +86,18 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event(seq={self.seq}, sid={self.sid!r}, kind={self.kind!r})"
+
+
+def ws_text_frame(payload: bytes) -> bytes:
+    """RFC 6455 text frame as a server sends it: FIN, opcode 1, no mask, no extension."""
+    n = len(payload)
+    if n < 126:
+        header = bytes((0x81, n))
+    elif n < 1 << 16:
+        header = struct.pack("!BBH", 0x81, 126, n)
+    else:
+        header = struct.pack("!BBQ", 0x81, 127, n)
+    return header + payload
 
 
 def seq_of(entry_id: bytes | str) -> int:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -89,7 +89,7 @@ class Hub:
             if not group:
                 del self.watchers[sid]
 
-    def dispatch(self, events: Iterable[Event]) -> None:
+    def dispatch(self, events: Sequence[Event]) -> None:
         """Offer each event to the connections that may receive it (no awaits), then queue
         each connection's share of the batch as one entry."""
         touched: list[Connection] = []
@@ -108,8 +108,30 @@ class Hub:
                     if conn.offer(ev):
                         touched.append(conn)
             self.position = ev.seq
+        if touched:
+            self._flush(touched, events)
+
+    def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
+        """Flush each touched connection; count synchronous writes once per batch."""
+        size = 0
+        kinds: dict[str, int] = {}
         for conn in touched:
-            conn.flush()
+            written = conn.flush()
+            if written is not None:
+                for out in written:
+                    size += out[3]
+                    kinds[out[1]] = kinds.get(out[1], 0) + 1
+        if not kinds:
+            return
+        m = self.metrics
+        m.bytes_sent.inc(size)
+        for kind, n in kinds.items():
+            m.sent(kind).inc(n)
+        # One latency sample per event and gateway: stamp to the end of its fan-out.
+        now = time.time()
+        for ev in events:
+            if ev.delivered and ev.stamp_ms:
+                m.e2e_latency.observe(max(0.0, now - ev.stamp_ms / 1000))
 
     def reader_gap(self, from_seq: int, to_seq: int) -> None:
         """The log was trimmed past the reader: tell every client what it will not get."""

@@ -16,13 +16,14 @@ import redis.asyncio as aioredis
 from gateway import history, protocol
 from gateway.approvals import GatewayApprovals
 from gateway.auth import Access
-from gateway.connection import Connection, Outgoing
+from gateway.connection import Connection
 from gateway.events import Event
 from gateway.fanout import Hub
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import ErrorCode, ProtocolError
 from gateway.replay import Gap, Merged, leading_gap, merge
 from gateway.sessions import list_sessions, turn_status_frame
+from gateway.wsio import Outgoing
 from shared import __version__
 from shared.keys import Keys
 

@@ -43,7 +43,8 @@ class GatewayMetrics:
         )
         self.e2e_latency = Histogram(
             f"{p}e2e_latency_seconds",
-            "Collector stamp to frame written, live events",
+            "Collector stamp to the end of the event's fan-out in this gateway (one sample "
+            "per event; frames queued behind a slow client are not sampled)",
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )

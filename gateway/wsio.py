@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from websockets.exceptions import InvalidState
+from websockets.protocol import State
 
 try:  # uvicorn's sans-I/O implementation (the one gateway.main configures)
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -21,8 +23,17 @@ except ImportError:  # pragma: no cover - other servers use the ASGI path
     WebSocketsSansIOProtocol = None  # type: ignore[assignment,misc]
 
 
+#: (text, frame type, collector stamp ms or 0 for non-live frames, byte length,
+#:  the pre-encoded WebSocket frame or None)
+Outgoing = tuple[str, str, int, int, bytes | None]
+
+
 class FrameSink(Protocol):
-    async def send_many(self, texts: Sequence[str]) -> None: ...
+    async def send_many(self, items: Sequence[Outgoing]) -> None: ...
+
+    def write_now(self, items: Sequence[Outgoing]) -> bool:
+        """Write without waiting if the transport takes data now; ``False``: use send_many."""
+        ...
 
 
 class AsgiSink:
@@ -31,26 +42,60 @@ class AsgiSink:
     def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
 
-    async def send_many(self, texts: Sequence[str]) -> None:
-        for text in texts:
-            await self.ws.send_text(text)
+    async def send_many(self, items: Sequence[Outgoing]) -> None:
+        for item in items:
+            await self.ws.send_text(item[0])
+
+    def write_now(self, items: Sequence[Outgoing]) -> bool:
+        return False
 
 
 class BurstSink:
-    """All frames of a burst encoded by the protocol and written with one ``write``."""
+    """All frames of a burst written with one ``transport.write``.
+
+    Log events arrive pre-encoded (:meth:`gateway.events.Event.wire`: the same bytes for
+    every connection); other frames are encoded by the protocol's ``send_text``. Raw
+    bytes are used only while the connection is open and has no extension (no
+    permessage-deflate), where a text frame's bytes do not depend on the connection.
+    """
 
     def __init__(self, proto: Any) -> None:
         self.proto = proto
+        self.raw_ok = not getattr(proto.conn, "extensions", [])
 
-    async def send_many(self, texts: Sequence[str]) -> None:
+    async def send_many(self, items: Sequence[Outgoing]) -> None:
         p = self.proto
         await p.writable.wait()  # the transport's flow control, as uvicorn's send does
         if p.disconnected or p.close_sent:
             raise WebSocketDisconnect(1006)
-        conn = p.conn
-        for text in texts:
-            conn.send_text(text.encode())
-        p.transport.write(b"".join(conn.data_to_send()))
+        try:
+            self._write(items)
+        except InvalidState:
+            raise WebSocketDisconnect(1006) from None
+
+    def write_now(self, items: Sequence[Outgoing]) -> bool:
+        p = self.proto
+        if not p.writable.is_set() or p.disconnected or p.close_sent:
+            return False
+        try:
+            self._write(items)
+        except InvalidState:  # closing: the sender's path reports the disconnect
+            return False
+        return True
+
+    def _write(self, items: Sequence[Outgoing]) -> None:
+        conn = self.proto.conn
+        if conn.state is not State.OPEN:
+            raise InvalidState("connection is not open")
+        chunks: list[bytes] = []
+        raw_ok = self.raw_ok
+        for text, _kind, _stamp, _size, wire in items:
+            if wire is not None and raw_ok:
+                chunks.append(wire)
+            else:
+                conn.send_text(text.encode())
+                chunks.extend(conn.data_to_send())
+        self.proto.transport.write(b"".join(chunks))
 
 
 def sink_for(ws: WebSocket, send: Any) -> FrameSink:

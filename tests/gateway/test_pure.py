@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
-from gateway.events import Event, from_entry
+from gateway.events import Event, from_entry, ws_text_frame
 from gateway.protocol import (
     ErrorCode,
     Hello,
@@ -118,3 +118,13 @@ def test_event_variants() -> None:
     assert "data" not in slim["event"] and slim["event"]["blocks"][0]["text"] == "hi"
     assert (slim["seqId"], slim["sessionSeq"]) == (7, 3)
     assert e.blocks_only_text is e.blocks_only_text
+
+
+def test_wire_frame_matches_websockets() -> None:
+    """The pre-encoded frame equals what the websockets library serialises, at every length."""
+    from websockets.frames import Frame, Opcode
+
+    for n in (0, 125, 126, 65535, 65536, 70000):
+        payload = b"x" * n
+        expected = Frame(Opcode.TEXT, payload).serialize(mask=False, extensions=[])
+        assert ws_text_frame(payload) == expected
