@@ -143,7 +143,7 @@ async def latency_floor(srv: RedisServer, tmp: Path, n: int, lines: int) -> dict
     port = free_port()
     floor = await Worker("floor", "--dir", str(d), "--redis", srv.url, "--port", str(port)).start()
     try:
-        w = await Worker("clients", "--floor", "--url", f"ws://127.0.0.1:{port}", "--n", str(n),
+        w = await Worker("clients", "--url", f"ws://127.0.0.1:{port}", "--n", str(n),
                          "--count", str(lines)).start()
         await asyncio.sleep(0.5)
         await write_lines(path, sid, lines, 100)
@@ -174,6 +174,8 @@ async def fanout(srv: RedisServer, clients: int, sessions: int, rate: float,
                          "--idle-s", "10").start()
             for k in (half, clients - half)
         ]
+        assert gw.proc is not None
+        cpu0 = cpu_s(gw.proc.pid)
         start = time.monotonic()
         for i in range(per_session * sessions):
             delay = start + i / rate - time.monotonic()
@@ -181,6 +183,7 @@ async def fanout(srv: RedisServer, clients: int, sessions: int, rate: float,
                 await asyncio.sleep(delay)
             await pub.events(sids[i % sessions], [f"lat {time.time_ns()}"])
         sent_s = time.monotonic() - start
+        cpu = cpu_s(gw.proc.pid) - cpu0
         results = [await w.result(300) for w in workers]
         metrics = await http_text(f"{gw.http}/metrics")
     await client.aclose()
@@ -195,6 +198,7 @@ async def fanout(srv: RedisServer, clients: int, sessions: int, rate: float,
         "events": per_session * sessions, "publish_seconds": round(sent_s, 2),
         "deliveries": received, "expected": clients * per_session,
         "deliveries_per_s": round(received / sent_s),
+        "gateway_cpu_percent_of_one_core": round(100 * cpu / sent_s, 1),
         "clients_dropped": sum(r["closed"] for r in results),
         "slow_consumer_disconnects": float(slow.split()[1]),
         **summary(lat),
@@ -209,7 +213,8 @@ async def replay(srv: RedisServer, repeats: int) -> dict[str, Any]:
     for _ in range(10):
         await pub.events("s1", [f"replayed event {i}" for i in range(20)], data_bytes=800)
     times: list[float] = []
-    with GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN) as gw:
+    env = {"RELAYBUS_RATE_LIMIT_PER_S": "100000"}  # 2 requests per replay, back to back
+    with GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN, env=env) as gw:
         async with connect(gw.ws, additional_headers={"Authorization": f"Bearer {TOKEN}"},
                            compression=None, max_size=None) as ws:
             await ws.send('{"type":"hello","capabilities":["session_subscriptions"]}')
@@ -232,6 +237,12 @@ async def replay(srv: RedisServer, repeats: int) -> dict[str, Any]:
 async def http_text(url: str) -> str:
     async with httpx.AsyncClient() as http:
         return (await http.get(url, timeout=10)).text
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int:

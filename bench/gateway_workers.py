@@ -1,5 +1,8 @@
 """Worker processes for ``bench/gateway_bench.py`` (clients and the bare-pipeline floor).
 
+Clients are :class:`RawClient`s (a minimal frame parser) so that they stay cheaper than
+the servers they measure; both relaybus and the floor are measured with the same client.
+
 ``clients``: open N WebSocket clients (relaybus protocol or the floor's plain broadcast),
 print ``READY``, receive until each got ``--count`` timed frames or ``--idle-s`` pass
 without traffic, then print one JSON line: latencies (ms) and counts.
@@ -15,72 +18,147 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import base64
+import os
+import struct
 import sys
 import time
 from pathlib import Path
 
 import orjson
 import redis.asyncio as aioredis
-from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, broadcast, serve
 
 
-def stamp_of(raw: str | bytes, floor: bool) -> int | None:
-    """The send time (ns) embedded in a line's text as ``lat <ns>``."""
-    obj = orjson.loads(raw)
-    if floor:
-        text = obj.get("message", {}).get("content", "")
-    else:
-        if obj.get("type") != "session_event":
-            return None
-        blocks = obj["event"].get("blocks") or []
-        text = blocks[0].get("text", "") if blocks else ""
-    if not isinstance(text, str) or not text.startswith("lat "):
+def stamp_of(raw: bytes) -> int | None:
+    """The send time (ns) embedded in a frame's text as ``lat <ns>`` (a byte search: the
+    clients must stay cheaper than the server they measure)."""
+    at = raw.find(b'"lat ')
+    if at < 0 or (b'"session_event"' not in raw[:40] and b'"message"' not in raw):
         return None
-    return int(text[4:])
+    end = raw.find(b'"', at + 5)
+    digits = raw[at + 5 : end]
+    return int(digits) if digits.isdigit() else None
 
 
-async def open_client(url: str, token: str, sid: str | None) -> ClientConnection:
-    ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"},
-                       compression=None, max_size=None, open_timeout=60, ping_interval=None)
-    if sid is not None:
-        await ws.send('{"type":"hello","capabilities":["session_subscriptions"]}')
-        await ws.send(orjson.dumps({"type": "watch_session", "sessionId": sid}).decode())
-        while True:
-            if orjson.loads(await ws.recv()).get("type") == "watch_ack":
+class RawClient:
+    """A minimal WebSocket client on a raw stream: many frames parsed per socket read.
+
+    The websockets client costs tens of microseconds per message, which on a 2-core box
+    would measure the clients rather than the server; this one only finds frame
+    boundaries, answers pings and hands text payloads over.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.buf = b""
+
+    @classmethod
+    async def open(cls, url: str, token: str) -> RawClient:
+        hostport = url.split("//", 1)[1].split("/", 1)[0]
+        host, port = hostport.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 24)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write(
+            (f"GET /ws HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n"
+             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+             f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n").encode()
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+            raise RuntimeError(f"handshake failed: {head[:80]!r}")
+        return cls(reader, writer)
+
+    def send(self, opcode: int, payload: bytes) -> None:
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            header = bytes((0x80 | opcode, 0x80 | n))
+        elif n < 1 << 16:
+            header = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+        else:
+            header = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.writer.write(header + mask + masked)
+
+    def send_text(self, text: str) -> None:
+        self.send(0x1, text.encode())
+
+    async def frames(self) -> list[bytes]:
+        """The text payloads of every complete frame after one read ([] when closed)."""
+        data = await self.reader.read(1 << 20)
+        if not data:
+            raise ConnectionError("closed")
+        buf = self.buf + data
+        out: list[bytes] = []
+        pos = 0
+        while len(buf) - pos >= 2:
+            b0, b1 = buf[pos], buf[pos + 1] & 0x7F
+            hl = 2
+            if b1 == 126:
+                if len(buf) - pos < 4:
+                    break
+                b1, hl = struct.unpack_from("!H", buf, pos + 2)[0], 4
+            elif b1 == 127:
+                if len(buf) - pos < 10:
+                    break
+                b1, hl = struct.unpack_from("!Q", buf, pos + 2)[0], 10
+            if len(buf) - pos < hl + b1:
                 break
-    return ws
+            payload = buf[pos + hl : pos + hl + b1]
+            pos += hl + b1
+            opcode = b0 & 0x0F
+            if opcode == 0x1:
+                out.append(payload)
+            elif opcode == 0x9:
+                self.send(0xA, payload)
+            elif opcode == 0x8:
+                raise ConnectionError("server closed")
+        self.buf = buf[pos:]
+        return out
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def open_client(url: str, token: str, sid: str | None) -> RawClient:
+    c = await RawClient.open(url, token)
+    if sid is not None:
+        c.send_text('{"type":"hello","capabilities":["session_subscriptions"]}')
+        c.send_text(orjson.dumps({"type": "watch_session", "sessionId": sid}).decode())
+        while not any(b'"watch_ack"' in f for f in await c.frames()):
+            pass
+    return c
 
 
 async def run_clients(args: argparse.Namespace) -> None:
     sids = args.sids.split(",") if args.sids else [None]
-    clients: list[ClientConnection] = []
+    clients: list[RawClient] = []
     for i in range(args.n):
         clients.append(await open_client(args.url, args.token, sids[i % len(sids)]))
-        if i % 100 == 99:
-            await asyncio.sleep(0)
     lat: list[float] = []
     counts = [0] * len(clients)
     closed = 0
     last = [time.monotonic()]
     print("READY", flush=True)
 
-    async def drain(i: int, ws: ClientConnection) -> None:
+    async def drain(i: int, c: RawClient) -> None:
         nonlocal closed
         try:
             while counts[i] < args.count:
-                raw = await ws.recv()
+                frames = await c.frames()
                 now = time.time_ns()
-                t = stamp_of(raw, args.floor)
-                if t is not None:
-                    lat.append((now - t) / 1e6)
-                    counts[i] += 1
-                    last[0] = time.monotonic()
-        except Exception:
+                for raw in frames:
+                    t = stamp_of(raw)
+                    if t is not None:
+                        lat.append((now - t) / 1e6)
+                        counts[i] += 1
+                last[0] = time.monotonic()
+        except (ConnectionError, OSError):
             closed += 1
 
-    tasks = [asyncio.create_task(drain(i, ws)) for i, ws in enumerate(clients)]
+    tasks = [asyncio.create_task(drain(i, c)) for i, c in enumerate(clients)]
     started = time.monotonic()
     while not all(t.done() for t in tasks):
         await asyncio.sleep(0.2)
@@ -89,9 +167,8 @@ async def run_clients(args: argparse.Namespace) -> None:
             break
     for t in tasks:
         t.cancel()
-    for ws in clients:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ws.close(), 2)
+    for c in clients:
+        c.close()
     out = {"latencies_ms": lat, "received": sum(counts), "clients": len(clients),
            "closed": closed, "min_per_client": min(counts) if counts else 0}
     sys.stdout.write(orjson.dumps(out).decode() + "\n")
@@ -99,14 +176,13 @@ async def run_clients(args: argparse.Namespace) -> None:
 
 
 async def run_idle(args: argparse.Namespace) -> None:
-    clients = [await open_client(args.url, args.token, None) for _ in range(args.n)]
-    for ws in clients:
-        await ws.send('{"type":"hello","capabilities":["session_subscriptions"]}')
+    clients = [await RawClient.open(args.url, args.token) for _ in range(args.n)]
+    for c in clients:
+        c.send_text('{"type":"hello","capabilities":["session_subscriptions"]}')
     print("READY", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    for ws in clients:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ws.close(), 2)
+    for c in clients:
+        c.close()
 
 
 async def run_floor(args: argparse.Namespace) -> None:
@@ -168,7 +244,6 @@ def main() -> None:
     p.add_argument("--sids", default="")
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--idle-s", type=float, default=5.0)
-    p.add_argument("--floor", action="store_true")
     p.add_argument("--dir", default="")
     p.add_argument("--redis", default="")
     p.add_argument("--port", type=int, default=0)

@@ -1,11 +1,12 @@
 """One client connection: entitlement, per-stream dedupe marks, and a bounded send queue.
 
 Live events are offered synchronously by the fan-out (no awaits: one slow client never
-delays the others) and staged; after each reader batch the staged frames are queued as
-one entry. Each connection drains its own queue in its own task. A connection more than
-``queue_max`` live frames behind when the next batch arrives is cut off with close code
-4008 (slow consumer) and resumes later with its ``lastSeqId``. While a replay is being read, live events for that stream
-are buffered and merged afterwards (:mod:`gateway.replay`).
+delays the others) and staged; after each reader batch the staged frames are written at
+once when nothing is pending and the transport takes data, else queued as one entry and
+drained by the connection's own task. A connection more than ``queue_max`` live frames
+behind when the next batch arrives is cut off with close code 4008 (slow consumer) and
+resumes later with its ``lastSeqId``. While a replay is being read, live events for that
+stream are buffered and merged afterwards (:mod:`gateway.replay`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,6 @@ from shared import frames
 
 log = logging.getLogger(__name__)
 
-
-
-class SlowConsumer(Exception):
-    pass
 
 
 class Connection:

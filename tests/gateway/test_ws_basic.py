@@ -14,14 +14,22 @@ from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
 
 
-async def test_hello_welcome_accepts_known_capabilities(gw: RunningGateway) -> None:
-    """welcome lists only the capabilities the server knows, plus epoch, gatewayId, version, seqId."""
+async def test_hello_welcome_accepts_known_capabilities(
+    gw: RunningGateway, pub: Publisher
+) -> None:
+    """welcome lists only the capabilities the server knows, plus epoch, gatewayId, version, and
+    the head seq as seqId."""
+    done = await pub.start_session("s1")
+    for _ in range(200):
+        if gw.runtime.hub.position == done.last_seq:
+            break
+        await asyncio.sleep(0.05)
     async with WsClient(gw.ws, token="full-token") as c:
         w = await c.hello(["session_subscriptions", "turn_status_observe", "teleport"])
     assert w["capabilities"] == ["session_subscriptions", "turn_status_observe"]
     assert w["epoch"] == gw.runtime.hub.epoch and w["epoch"]
     assert w["gatewayId"] == gw.runtime.gateway_id
-    assert isinstance(w["serverVersion"], str) and isinstance(w["seqId"], int)
+    assert isinstance(w["serverVersion"], str) and w["seqId"] == done.last_seq
 
 
 async def test_list_sessions_sorted_by_activity(gw: RunningGateway, pub: Publisher) -> None:
