@@ -194,3 +194,30 @@ async def test_reader_gap_after_being_cut_off(
     assert seqs == sorted(seqs) and gap["toSeqId"] + 1 in seqs
     missing = set(range(seqs[0], seqs[-1] + 1)) - set(seqs)
     assert missing <= set(range(gap["fromSeqId"], gap["toSeqId"] + 1))
+
+
+async def test_epoch_change_after_redis_restart_without_data(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """Redis restarting empty (no persistence): on reconnect the reader sees the new epoch,
+    tells clients gap{epoch} and then delivers the new log from seq 1."""
+    srv = private_server()
+    client = aioredis.Redis.from_url(srv.url)
+    keys = Keys(namespace)
+    try:
+        await Publisher(client, keys).start_session("old")
+        settings = make_settings(srv.url, namespace, redis_socket_timeout_s=1.0)
+        async with running_gateway(settings) as g, WsClient(g.ws, token="full-token") as c:
+            w = await c.hello(FULL, lastSeqId=0)
+            await c.expect("session_started")
+            srv.stop()
+            srv.start()
+            await client.aclose()
+            client = aioredis.Redis.from_url(srv.url)
+            gap = await c.expect("gap_detected", 30)
+            assert gap["reason"] == "epoch" and gap["epoch"] != w["epoch"]
+            await Publisher(client, keys).start_session("new")
+            started = await c.expect("session_started", 30)
+            assert (started["sessionId"], started["seqId"]) == ("new", 1)
+    finally:
+        await client.aclose()
