@@ -26,7 +26,7 @@ from gateway.events import Event, from_entry, seq_of
 from gateway.metrics import GatewayMetrics
 from shared import frames
 from shared.keys import Keys
-from shared.redis_conn import ensure_epoch, head_seq
+from shared.redis_conn import ensure_epoch
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,6 @@ class LogReader:
         #: monotonic time of the last completed loop (for /readyz)
         self.last_loop = 0.0
         self.synced = asyncio.Event()
-        self._last_check = 0.0
         self._stopping = False
 
     def healthy(self, slack_s: float) -> bool:
@@ -225,31 +224,33 @@ class LogReader:
         elif epoch != hub.epoch:
             hub.epoch_changed(epoch, hub.position)
         self.last_loop = time.monotonic()
-        self._last_check = self.last_loop
         self.synced.set()
 
     async def _step(self) -> None:
+        """One XREAD BLOCK, pipelined with GETs of the epoch and head seq.
+
+        Redis runs the GETs right after the XREAD returns, in the same round trip, so a
+        batch is checked against the epoch before it is dispatched: if Redis lost its data
+        and the new log already passed our position, XREAD hands out new-epoch entries
+        that look like the next ones; they are dropped and re-read from seq 1 after the
+        reset. An empty reply (block timeout) checks the epoch the same way.
+        """
         hub = self.hub
-        reply: Any = await self.client.xread(
-            {self.keys.log: f"{hub.position}-0"}, count=self.count, block=self.block_ms
-        )
-        now = time.monotonic()
-        self.last_loop = now
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xread({self.keys.log: f"{hub.position}-0"}, count=self.count, block=self.block_ms)
+        pipe.get(self.keys.epoch)
+        pipe.get(self.keys.seq)
+        reply, raw_epoch, raw_head = await pipe.execute()
+        self.last_loop = time.monotonic()
+        epoch = raw_epoch.decode() if raw_epoch else await ensure_epoch(self.client, self.keys)
+        if epoch != hub.epoch:
+            hub.epoch_changed(epoch, hub.position)
+            return
         if reply:
             entries = reply[0][1]
             events = [from_entry(eid, fields) for eid, fields in entries]
             if events and events[0].seq > hub.position + 1:
                 hub.reader_gap(hub.position + 1, events[0].seq - 1)
             hub.dispatch(events)
-        if not reply or now - self._last_check > 1.0:
-            self._last_check = now
-            await self._check()
-
-    async def _check(self) -> None:
-        """Epoch and lag, on each block timeout and at least once a second."""
-        hub = self.hub
-        epoch = await ensure_epoch(self.client, self.keys)
-        if epoch != hub.epoch:
-            hub.epoch_changed(epoch, hub.position)
-        head = await head_seq(self.client, self.keys)
+        head = int(raw_head) if raw_head else 0
         self.metrics.reader_lag.set(max(0, head - hub.position))

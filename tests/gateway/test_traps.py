@@ -221,3 +221,34 @@ async def test_epoch_change_after_redis_restart_without_data(
             assert (started["sessionId"], started["seqId"]) == ("new", 1)
     finally:
         await client.aclose()
+
+
+async def test_epoch_change_when_new_log_overtakes_reader(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """FLUSHALL then a burst past the reader's position: the reader notices before dispatching
+    it, reports gap{epoch} first, then delivers the whole new log from seq 1, in order."""
+    srv = private_server()
+    client = aioredis.Redis.from_url(srv.url)
+    keys = Keys(namespace)
+    try:
+        old = Publisher(client, keys)
+        await old.start_session("old")
+        await old.events("old", [str(i) for i in range(20)])
+        async with running_gateway(make_settings(srv.url, namespace)) as g, \
+                WsClient(g.ws, token="full-token") as c:
+            await c.hello([])
+            await wait_for(lambda: g.runtime.hub.position == 21)
+            await client.flushall()
+            new = Publisher(client, keys)
+            await new.start_session("new")
+            await new.events("new", [f"n{i}" for i in range(100)])
+            await c.expect("gap_detected", 30)
+            assert [f["type"] for f in c.received] == ["welcome", "gap_detected"]
+            after: list[dict[str, object]] = []
+            while len(after) < 101:
+                after.append(await c.recv(30))
+    finally:
+        await client.aclose()
+    assert [f["seqId"] for f in after] == list(range(1, 102))
+    assert after[0]["type"] == "session_started" and after[0]["sessionId"] == "new"
