@@ -29,6 +29,9 @@ from shared import frames
 
 log = logging.getLogger(__name__)
 
+#: Frames per transport write of a queued burst (a resume may replay thousands).
+CHUNK = 256
+
 
 
 class Connection:
@@ -240,8 +243,9 @@ class Connection:
             await self._write([self._final])
 
     async def _write(self, items: list[Outgoing]) -> None:
-        """One burst: written together, counted once per frame type."""
-        await self.sink.send_many(items)
+        """One burst, written in chunks of :data:`CHUNK` frames (flow control between)."""
+        for at in range(0, len(items), CHUNK):
+            await self.sink.send_many(items[at : at + CHUNK])
         self._count(items)
 
     def _count(self, items: list[Outgoing]) -> None:

@@ -128,10 +128,13 @@ class Handlers:
                 )
                 self.metrics.gaps.labels("epoch").inc()
                 last = 0
-            hist = await self._read_log_after(conn, last)
-            merged = merge(hist, conn.global_buffer or [], floor=max(last, conn.global_mark))
-            first = _first_event(merged)
-            gap = leading_gap(max(last, conn.global_mark), first, page.head)
+            floor = max(last, conn.global_mark)
+            hist, first = await self._read_log_after(conn, last)
+            buffered = conn.global_buffer or []
+            merged = merge(hist, buffered, floor=floor, holes=False)
+            if first is None:
+                first = next((e.seq for e in buffered if e.seq > floor), None)
+            gap = leading_gap(floor, first, page.head)
             if gap is not None:
                 items.append(conn.gap_out(gap))
             self.metrics.replays.inc()
@@ -160,19 +163,29 @@ class Handlers:
         self.hub.refresh(conn)
         conn.send_burst(items)
 
-    async def _read_log_after(self, conn: Connection, after: int) -> list[Event]:
-        """Log entries after ``after`` until they meet the live buffer (bounded pages)."""
+    async def _read_log_after(
+        self, conn: Connection, after: int
+    ) -> tuple[list[Event], int | None]:
+        """The entitled log entries after ``after``, until they meet the live buffer, and
+        the first seq the log still holds after ``after`` (for the trimmed-gap check).
+
+        Pages are filtered as they arrive, so memory follows what the client gets; the
+        log is trimmed only at its head, so entries after the first are contiguous.
+        """
         out: list[Event] = []
+        first: int | None = None
         cursor = after
         while True:
             page = await history.read_log_page(self.client, self.keys, cursor)
-            out.extend(page.events)
+            if page.events and first is None:
+                first = page.events[0].seq
+            out.extend(ev for ev in page.events if conn.entitled(ev))
             if len(page.events) < history.RESUME_PAGE:
-                return out
+                return out, first
             cursor = page.events[-1].seq
             buf = conn.global_buffer
             if buf and cursor >= buf[0].seq:
-                return out
+                return out, first
 
     # --- watch ---------------------------------------------------------------------------
 
@@ -240,13 +253,6 @@ class Handlers:
         if trace_id is not None:
             frame["traceId"] = trace_id
         return protocol.with_request(frame, request_id)
-
-
-def _first_event(merged: Merged) -> int | None:
-    for item in merged.items:
-        if isinstance(item, Event):
-            return item.seq
-    return None
 
 
 def _session_leading_gap(since: int | None, hist: history.SessionHistory) -> Gap | None:

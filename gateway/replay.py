@@ -46,12 +46,14 @@ def merge(
     *,
     floor: int = 0,
     by_session_seq: bool = False,
+    holes: bool = True,
 ) -> Merged:
     """History (ascending) then the buffered live events above it, once each, in seq order.
 
     ``floor``: events at or below it were already delivered and are dropped. Holes in the
     contiguous counter (the global ``seq``, or ``sessionSeq`` when ``by_session_seq``)
-    become :class:`Gap` items placed before the event after the hole.
+    become :class:`Gap` items placed before the event after the hole (unless ``holes`` is
+    false: history already filtered by entitlement is not contiguous by design).
     """
     out = Merged(last_seq=floor)
     key: Callable[[Event], int | None] = _session_seq if by_session_seq else _seq
@@ -59,7 +61,7 @@ def merge(
     for ev in _ordered(history, live):
         if ev.seq <= out.last_seq:
             continue
-        if prev is not None:
+        if prev is not None and holes:
             a, b = key(prev), key(ev)
             if a is not None and b is not None and b != a + 1:
                 out.items.append(Gap(prev.seq + 1, ev.seq - 1, HOLE))
