@@ -102,7 +102,7 @@ class Endpoint:
             for task in (receiver, sender):
                 if task.done() and not task.cancelled() and task.exception() is not None:
                     log.error("connection %s: task failed", conn.cid, exc_info=task.exception())
-                    conn.abort(1011, "internal error")
+                    conn.abort(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
             self.hub.remove(conn)
             for task in (receiver, sender):

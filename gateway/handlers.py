@@ -12,6 +12,7 @@ import logging
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from gateway import history, protocol
 from gateway.approvals import GatewayApprovals
@@ -20,7 +21,7 @@ from gateway.connection import Connection
 from gateway.events import Event
 from gateway.fanout import Hub
 from gateway.metrics import GatewayMetrics
-from gateway.protocol import ErrorCode, ProtocolError
+from gateway.protocol import CloseCode, ErrorCode, ProtocolError
 from gateway.replay import Gap, Merged, leading_gap, merge
 from gateway.sessions import list_sessions, turn_status_frame
 from gateway.wsio import Outgoing
@@ -118,6 +119,18 @@ class Handlers:
             "seqId": self.hub.position,
         }
         conn.send(protocol.with_request(welcome, msg.requestId))
+        try:
+            await self._resume(conn, msg)
+        except RedisError as exc:
+            # The connection is buffering and cannot be completed: close it so the client
+            # resumes (here or elsewhere) instead of silently receiving nothing.
+            log.warning("connection %s: resume failed: %s", conn.cid, exc)
+            final = protocol.error_frame(
+                ErrorCode.UNAVAILABLE, "resume failed, reconnect", msg.requestId, self.hub.position
+            )
+            conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
+
+    async def _resume(self, conn: Connection, msg: protocol.Hello) -> None:
         items: list[Outgoing] = []
         if msg.lastSeqId is not None:
             last = msg.lastSeqId

@@ -39,6 +39,7 @@ class ErrorCode(StrEnum):
 class CloseCode(IntEnum):
     GOING_AWAY = 1001
     MESSAGE_TOO_BIG = 1009
+    INTERNAL_ERROR = 1011
     SERVICE_RESTART = 1012
     SLOW_CONSUMER = 4008
     RATE_LIMITED = 4029

@@ -252,3 +252,19 @@ async def test_epoch_change_when_new_log_overtakes_reader(
         await client.aclose()
     assert [f["seqId"] for f in after] == list(range(1, 102))
     assert after[0]["type"] == "session_started" and after[0]["sessionId"] == "new"
+
+
+async def test_resume_without_redis_closes_1011(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """A resume that cannot read the log is not left half-done: error{unavailable}, close 1011."""
+    srv = private_server()
+    settings = make_settings(srv.url, namespace, redis_socket_timeout_s=1.0)
+    async with running_gateway(settings) as g:
+        srv.stop()
+        async with WsClient(g.ws, token="full-token") as c:
+            await c.hello(FULL, lastSeqId=3)
+            err = await c.expect("error", 30)
+            assert err["code"] == "unavailable"
+            assert await c.closed_code() == 1011
+        srv.start()
