@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 
 from collector.service import serve
@@ -17,6 +18,21 @@ async def _main(settings: Settings) -> None:
     await serve(settings, stop)
 
 
+#: Container allocations between young-generation collections (CPython's default is 700).
+#: A batch of transcript lines allocates hundreds of thousands of short-lived dicts and
+#: lists (parsed records, events); at the default the collector spent ~5 µs per line in
+#: the cyclic GC re-scanning the batch in flight. Refcounting still frees them at once.
+GC_GEN0_THRESHOLD = 10_000
+
+
+def tune_gc() -> None:
+    """Fewer young collections, and never re-scan the objects alive after start-up."""
+    gc.freeze()
+    _gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
 def run(settings: Settings) -> int:
+    tune_gc()
     asyncio.run(_main(settings))
     return 0

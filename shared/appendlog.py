@@ -13,6 +13,15 @@ from shared.keys import Keys
 
 APPEND_LUA = resources.files("shared").joinpath("lua/append.lua").read_text()
 
+#: The script's per-event ``flags`` argument by (session_stream, session_seq), as bytes:
+#: redis-py passes bytes through, a str costs an encode per argument per event.
+_FLAGS: dict[tuple[bool, bool], bytes] = {
+    (False, False): b"",
+    (True, False): b"s",
+    (False, True): b"q",
+    (True, True): b"sq",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class OutEvent:
@@ -22,10 +31,6 @@ class OutEvent:
     prefix: bytes
     session_stream: bool = False
     session_seq: bool = False
-
-    @property
-    def flags(self) -> str:
-        return ("s" if self.session_stream else "") + ("q" if self.session_seq else "")
 
 
 @dataclass(slots=True)
@@ -84,7 +89,7 @@ class LogAppender:
         self._client = client
         self._keys = keys
         self._host = host
-        self._limits = (str(log_maxlen), str(session_maxlen), str(session_ttl_s))
+        self._limits = (b"%d" % log_maxlen, b"%d" % session_maxlen, b"%d" % session_ttl_s)
         self._script: AsyncScript = client.register_script(APPEND_LUA)
 
     async def append(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Appended:
@@ -110,7 +115,7 @@ class LogAppender:
             "" if batch.activity_ms is None else str(batch.activity_ms),
         ]
         for ev in batch.events:
-            args += [ev.kind, ev.flags, ev.prefix]
+            args += (ev.kind.encode(), _FLAGS[ev.session_stream, ev.session_seq], ev.prefix)
         reply = await self._script(keys=keys, args=args)
         status = _text(reply[0])
         if status == "EPOCH":
