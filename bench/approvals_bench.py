@@ -19,36 +19,18 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shlex
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-import redis
+from _rig import REPO, TOKEN, header, scratch, services, summary, write_result
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from shared.keys import Keys  # noqa: E402
-from tests.support.approvals import RELAYBUS, hook_input, session_with_tool  # noqa: E402
-from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.gateway_client import FULL, WsClient  # noqa: E402
-from tests.support.gateway_server import GatewayProc  # noqa: E402
-from tests.support.servers import RedisServer, free_port, server_binaries  # noqa: E402
+from tests.support.approvals import RELAYBUS, hook_input, session_with_tool
+from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_server import GatewayProc
+from tests.support.servers import free_port
 
 OUT = REPO / "bench" / "results" / "approvals.json"
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
-
-
-def summary(ms: list[float]) -> dict[str, Any]:
-    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
 
 
 async def hook(payload: dict[str, Any], env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -81,7 +63,7 @@ async def measure(gw: GatewayProc, payload: dict[str, Any], env: dict[str, str],
         proc = await hook(payload, down_env)
         await proc.communicate()
         down.append((time.perf_counter() - t0) * 1000)
-    async with WsClient(gw.ws, token="bench") as ws:
+    async with WsClient(gw.ws, token=TOKEN) as ws:
         await ws.hello(FULL)
         await ws.send({"type": "watch_session", "sessionId": sid})
         await ws.expect("watch_ack")
@@ -110,57 +92,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        claude_dir = root / "claude"
-        (claude_dir / "projects").mkdir(parents=True)
-        (claude_dir / "sessions").mkdir()
-        work = root / "work"
-        work.mkdir()
-        target = work / "f.py"
+    with scratch() as s:
+        target = s.work / "f.py"
         target.write_text("a = 1\n")
         tool_input = {"file_path": str(target), "old_string": "a = 1", "new_string": "a = 2"}
-        sid, path, _tid = session_with_tool(claude_dir, work, "Edit", tool_input)
+        sid, path, _tid = session_with_tool(s.claude_dir, s.work, "Edit", tool_input)
         port = free_port()
-        col = CollectorProc(redis_url=srv.url, namespace="bench", claude_dir=claude_dir, host_id="benchhost",
-                            env={"RELAYBUS_APPROVAL_PORT": str(port)})
-        gw = GatewayProc(redis_url=srv.url, namespace="bench", tokens="bench",
-                         env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"})
         env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
         env["RELAYBUS_APPROVAL_PORT"] = str(port)
-        try:
-            col.start()
-            gw.start()
-            client = redis.Redis(port=srv.port)
-            deadline = time.monotonic() + 30
-            while client.hget(Keys("bench").session(sid), "host") is None:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("session not published")
-                time.sleep(0.05)
-            client.close()
-            payload = hook_input(sid, path, str(work), "Edit", tool_input)
+        with services(s, sid, {"RELAYBUS_APPROVAL_PORT": str(port)}) as gw:
+            payload = hook_input(sid, path, str(s.work), "Edit", tool_input)
             figures = asyncio.run(measure(gw, payload, env, args.rounds))
-        finally:
-            gw.kill()
-            col.stop()
-            srv.stop()
-    result = {
-        "benchmark": "approvals",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load": os.getloadavg()[0]},
-        "server": kind,
+    write_result(OUT, {
+        **header("approvals", s.kind, load=True),
         **figures,
         "note": "sequential rounds on one loopback machine shared with other work; each figure "
                 "with the hook includes starting its Python process",
-    }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    })
 
 
 if __name__ == "__main__":

@@ -17,46 +17,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import orjson
-import redis
+from _rig import REPO, TOKEN, header, scratch, services, summary, write_result
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from shared.keys import Keys  # noqa: E402
-from tests.support import fake_claude  # noqa: E402
-from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.gateway_client import FULL, WsClient  # noqa: E402
-from tests.support.gateway_server import GatewayProc  # noqa: E402
-from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+from tests.support import fake_claude
+from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_server import GatewayProc
 
 OUT = REPO / "bench" / "results" / "commands.json"
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
-
-
-def summary(ms: list[float]) -> dict[str, Any]:
-    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
 
 
 async def measure(gw: GatewayProc, sid: str, round_trips: int, prompts: int) -> dict[str, Any]:
     rtt: list[float] = []
     sent: list[float] = []
     to_event: list[float] = []
-    async with WsClient(gw.ws, token="bench") as ws:
+    async with WsClient(gw.ws, token=TOKEN) as ws:
         await ws.hello(FULL)
         await ws.send({"type": "watch_session", "sessionId": sid})
         await ws.expect("watch_ack")
@@ -101,58 +81,25 @@ def main() -> None:
     ap.add_argument("--round-trips", type=int, default=200)
     ap.add_argument("--prompts", type=int, default=20)
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        claude_dir = root / "claude"
-        (claude_dir / "projects").mkdir(parents=True)
-        (claude_dir / "sessions").mkdir()
-        work = root / "work"
-        work.mkdir()
+    with scratch() as s:
         sid = str(uuid.uuid4())
-        t = fake_claude.Transcript(fake_claude.transcript_path(claude_dir, str(work), sid), sid, str(work), "cli")
+        path = fake_claude.transcript_path(s.claude_dir, str(s.work), sid)
+        t = fake_claude.Transcript(path, sid, str(s.work), "cli")
         t.user("hello")
         t.reply("hello")
-        os.environ["CLAUDE_CONFIG_DIR"] = str(claude_dir)
+        os.environ["CLAUDE_CONFIG_DIR"] = str(s.claude_dir)
         os.environ["FAKE_CLAUDE_DELAY_S"] = "0"
         env = {
             "RELAYBUS_ALLOW_PROMPTS": "true",
-            "RELAYBUS_CLAUDE_BIN": str(fake_claude.install(root / "bin")),
+            "RELAYBUS_CLAUDE_BIN": str(fake_claude.install(s.root / "bin")),
         }
-        col = CollectorProc(redis_url=srv.url, namespace="bench", claude_dir=claude_dir, host_id="benchhost", env=env)
-        gw = GatewayProc(
-            redis_url=srv.url, namespace="bench", tokens="bench",
-            env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
-        )
-        try:
-            col.start()
-            gw.start()
-            client = redis.Redis(port=srv.port)
-            deadline = time.monotonic() + 30
-            while client.hget(Keys("bench").session(sid), "host") is None:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("session not published")
-                time.sleep(0.05)
-            client.close()
+        with services(s, sid, env) as gw:
             figures = asyncio.run(measure(gw, sid, args.round_trips, args.prompts))
-        finally:
-            gw.kill()
-            col.stop()
-            srv.stop()
-    result = {
-        "benchmark": "commands",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "server": kind,
+    write_result(OUT, {
+        **header("commands", s.kind),
         **figures,
         "note": "sequential requests on a loopback machine; prompt figures include starting a Python stand-in CLI",
-    }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    })
 
 
 if __name__ == "__main__":

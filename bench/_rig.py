@@ -1,0 +1,111 @@
+"""Shared scaffolding for the benches that run a real collector and gateway.
+
+A private Redis-compatible server, a Claude config dir and a work dir in a temporary folder
+(``scratch``), a real ``python -m collector`` and ``python -m gateway`` on it (``services``),
+and the percentile summary and JSON result the bench scripts write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from shared.keys import Keys  # noqa: E402
+from tests.support.collector_proc import CollectorProc  # noqa: E402
+from tests.support.gateway_server import GatewayProc  # noqa: E402
+from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+
+NAMESPACE = "bench"
+TOKEN = "bench"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
+
+
+def summary(ms: list[float]) -> dict[str, Any]:
+    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
+
+
+@dataclass
+class Scratch:
+    root: Path
+    kind: str
+    srv: RedisServer
+    claude_dir: Path
+    work: Path
+
+
+@contextmanager
+def scratch() -> Iterator[Scratch]:
+    """A temporary folder with a running server, ``claude/{projects,sessions}`` and ``work``."""
+    kinds = server_binaries()
+    kind = "redis" if "redis" in kinds else "valkey"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        srv = RedisServer(kind, kinds[kind], root / "srv")
+        srv.start()
+        try:
+            claude_dir = root / "claude"
+            (claude_dir / "projects").mkdir(parents=True)
+            (claude_dir / "sessions").mkdir()
+            work = root / "work"
+            work.mkdir()
+            yield Scratch(root, kind, srv, claude_dir, work)
+        finally:
+            srv.stop()
+
+
+@contextmanager
+def services(s: Scratch, sid: str, collector_env: dict[str, str]) -> Iterator[GatewayProc]:
+    """Run a collector and a gateway until the collector has published session ``sid``."""
+    col = CollectorProc(redis_url=s.srv.url, namespace=NAMESPACE, claude_dir=s.claude_dir,
+                        host_id="benchhost", env=collector_env)
+    gw = GatewayProc(
+        redis_url=s.srv.url, namespace=NAMESPACE, tokens=TOKEN,
+        env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
+    )
+    try:
+        col.start()
+        gw.start()
+        client = redis.Redis(port=s.srv.port)
+        deadline = time.monotonic() + 30
+        while client.hget(Keys(NAMESPACE).session(sid), "host") is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("session not published")
+            time.sleep(0.05)
+        client.close()
+        yield gw
+    finally:
+        gw.kill()
+        col.stop()
+
+
+def write_result(out: Path, result: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+def header(name: str, kind: str, *, load: bool = False) -> dict[str, Any]:
+    """The fields every result starts with: name, time, machine and server kind."""
+    machine: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    if load:
+        machine["load"] = os.getloadavg()[0]
+    return {"benchmark": name, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": machine, "server": kind}
