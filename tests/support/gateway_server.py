@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
 from gateway.main import _Server, uvicorn_config
 from gateway.runtime import Runtime
 from shared.settings import Settings
+from tests.support.procs import ManagedProcess, http_ok
 from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,11 +79,14 @@ async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterato
             raise
 
 
-class GatewayProc:
+class GatewayProc(ManagedProcess):
     """``python -m gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
+
+    name = "gateway"
 
     def __init__(self, *, redis_url: str, namespace: str, tokens: str = "full-token,ro-token:read",
                  env: dict[str, str] | None = None, log_path: Path | None = None) -> None:
+        super().__init__(log_path)
         self.port = free_port()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
         self.env.update({
@@ -96,8 +96,6 @@ class GatewayProc:
             "PYTHONUNBUFFERED": "1",
         })
         self.env.update(env or {})
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def http(self) -> str:
@@ -108,35 +106,16 @@ class GatewayProc:
         return f"ws://127.0.0.1:{self.port}/ws"
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
-        err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env,
-                                         stdout=subprocess.DEVNULL, stderr=err)
-        finally:
-            if self.log_path:
-                err.close()  # type: ignore[union-attr]
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited with {self.proc.returncode}")
-            try:
-                if httpx.get(f"{self.http}/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError("gateway did not become ready")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            self.wait_until(lambda: http_ok(f"{self.http}/readyz"), timeout_s)
+        except TimeoutError:
+            self.kill()
+            raise RuntimeError("gateway did not become ready") from None
+        return self
 
     def terminate(self, timeout_s: float = 20.0) -> int:
-        assert self.proc is not None
-        self.proc.terminate()
-        return self.proc.wait(timeout_s)
+        return super().terminate(timeout_s)
 
     def __enter__(self) -> GatewayProc:
         return self.start()

@@ -11,12 +11,7 @@ collector projects them into typed blocks, which is all the client ever renders.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +20,7 @@ from typing import Any
 import orjson
 
 from tests.support.collector_records import CWD
+from tests.support.procs import ManagedProcess, http_ok
 from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,16 +37,17 @@ CHROMIUM_ARGS = [
 ]
 
 
-class GatewayProc:
+class GatewayProc(ManagedProcess):
     """``python -m gateway`` on a fixed loopback port (kept across restarts)."""
 
+    name = "gateway"
+
     def __init__(self, *, redis_url: str, namespace: str, workdir: Path, token: str = TOKEN) -> None:
+        super().__init__(workdir / "gateway.log")
         self.redis_url = redis_url
         self.namespace = namespace
         self.token = token
         self.port = free_port()
-        self.log_path = workdir / "gateway.log"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -72,58 +69,9 @@ class GatewayProc:
         return env
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway"],
-                cwd=REPO,
-                env=self.env(),
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited with {self.proc.returncode}: {self.log()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}readyz", timeout=2) as resp:
-                    if resp.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"gateway not ready after {timeout_s}s: {self.log()}")
-            time.sleep(0.05)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def kill(self) -> None:
-        """SIGKILL, as in a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGCONT)  # in case a test froze it
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-4000:]
-        except FileNotFoundError:
-            return ""
+        self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env())
+        self.wait_until(lambda: http_ok(f"{self.url}readyz"), timeout_s)
+        return self
 
 
 # --- transcript lines ------------------------------------------------------------------
