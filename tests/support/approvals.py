@@ -14,13 +14,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis.asyncio as aioredis
 
 from shared import approvals as ap
 from shared.keys import Keys
+from tests.support.collector_records import Entries
 from tests.support.fake_claude import Transcript, transcript_path
 
 RELAYBUS = Path(sys.executable).parent / "relaybus"
@@ -109,11 +110,11 @@ async def decide(client: aioredis.Redis, keys: Keys, request_key: str, decision:
 
 
 async def session_frames(client: aioredis.Redis, keys: Keys, sid: str, kind: str) -> list[dict[str, Any]]:
-    entries = await client.xrange(keys.session_events(sid))
+    entries = cast(Entries, await client.xrange(keys.session_events(sid)))
     return [orjson.loads(f[b"f"]) for _id, f in entries if f[b"k"] == kind.encode()]
 
 
 async def log_frames(client: aioredis.Redis, keys: Keys, sid: str, kind: str) -> list[dict[str, Any]]:
-    entries = await client.xrange(keys.log)
+    entries = cast(Entries, await client.xrange(keys.log))
     return [orjson.loads(f[b"f"]) for _id, f in entries
             if f[b"k"] == kind.encode() and f[b"s"] == sid.encode()]

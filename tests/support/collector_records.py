@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 import redis
@@ -20,10 +20,17 @@ import redis
 from shared.keys import Keys
 
 T = TypeVar("T")
+#: What ``XRANGE`` returns to a client without ``decode_responses``.
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
 CWD = "/home/dev/project"
 
 
-def _base(sid: str, rtype: str, **extra: Any) -> dict[str, Any]:
+def _stamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def record(sid: str, rtype: str, **extra: Any) -> dict[str, Any]:
+    """A main-session record of type ``rtype`` with Claude Code's envelope fields."""
     rec: dict[str, Any] = {
         "parentUuid": None,
         "isSidechain": False,
@@ -33,34 +40,42 @@ def _base(sid: str, rtype: str, **extra: Any) -> dict[str, Any]:
         "version": "2.1.39",
         "type": rtype,
         "uuid": str(uuid.uuid4()),
-        "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "timestamp": _stamp(),
     }
     rec.update(extra)
     return rec
 
 
-def user_line(sid: str, text: str, **extra: Any) -> bytes:
-    rec = _base(sid, "user", message={"role": "user", "content": text}, **extra)
-    return orjson.dumps(rec) + b"\n"
-
-
-def assistant_line(sid: str, text: str, *, stop: str | None = "end_turn", **extra: Any) -> bytes:
-    message = {
+def assistant_message(content: list[dict[str, Any]], stop: str | None) -> dict[str, Any]:
+    """The ``message`` of an assistant record holding ``content`` items."""
+    return {
         "id": f"msg_{uuid.uuid4().hex[:12]}",
         "type": "message",
         "role": "assistant",
         "model": "claude-test",
-        "content": [{"type": "text", "text": text}],
+        "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
-    return orjson.dumps(_base(sid, "assistant", message=message, **extra)) + b"\n"
+
+
+def line(rec: dict[str, Any]) -> bytes:
+    return orjson.dumps(rec) + b"\n"
+
+
+def user_line(sid: str, text: str, **extra: Any) -> bytes:
+    return line(record(sid, "user", message={"role": "user", "content": text}, **extra))
+
+
+def assistant_line(sid: str, text: str, *, stop: str | None = "end_turn", **extra: Any) -> bytes:
+    message = assistant_message([{"type": "text", "text": text}], stop)
+    return line(record(sid, "assistant", message=message, **extra))
 
 
 def progress_line(sid: str) -> bytes:
     data = {"type": "hook_progress", "hookEvent": "PreToolUse", "hookName": "x", "command": "true"}
-    return orjson.dumps(_base(sid, "progress", data=data)) + b"\n"
+    return line(record(sid, "progress", data=data))
 
 
 def transcript(claude_dir: Path, sid: str, project: str = "-home-dev-project") -> Path:
@@ -90,7 +105,7 @@ def poll(fn: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float 
 def frames_of(client: redis.Redis, key: str) -> list[dict[str, Any]]:
     """Every frame of a stream, decoded, with the entry id checked against seqId."""
     out = []
-    for entry_id, fields in client.xrange(key):
+    for entry_id, fields in cast(Entries, client.xrange(key)):
         frame = orjson.loads(fields[b"f"])
         assert entry_id == f"{frame['seqId']}-0".encode()
         out.append(frame)

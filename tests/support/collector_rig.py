@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis.asyncio as aioredis
@@ -15,6 +15,7 @@ from collector.publisher import Publisher
 from shared import projection
 from shared.keys import Keys
 from shared.settings import Settings
+from tests.support.collector_records import Entries
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Rig:
         return 0.0 if value is None else value
 
     async def frames(self, key: str) -> list[dict[str, Any]]:
-        return [orjson.loads(f[b"f"]) for _id, f in await self.client.xrange(key)]
+        return [orjson.loads(f[b"f"]) for _id, f in cast(Entries, await self.client.xrange(key))]
 
     async def events(self, sid: str) -> list[dict[str, Any]]:
         return await self.frames(self.keys.session_events(sid))

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from tests.support.collector_records import CWD
+from tests.support.collector_records import assistant_message, line, record
 from tests.support.procs import ManagedProcess, http_ok
 from tests.support.servers import free_port
 
@@ -77,38 +75,12 @@ class GatewayProc(ManagedProcess):
 # --- transcript lines ------------------------------------------------------------------
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _record(sid: str, rtype: str, **extra: Any) -> bytes:
-    rec: dict[str, Any] = {
-        "parentUuid": None,
-        "isSidechain": False,
-        "userType": "external",
-        "cwd": CWD,
-        "sessionId": sid,
-        "version": "2.1.39",
-        "type": rtype,
-        "uuid": str(uuid.uuid4()),
-        "timestamp": _now(),
-    }
-    rec.update(extra)
-    return orjson.dumps(rec) + b"\n"
+    return line(record(sid, rtype, **extra))
 
 
 def _assistant(sid: str, content: list[dict[str, Any]], stop: str | None = None, **extra: Any) -> bytes:
-    message = {
-        "id": f"msg_{uuid.uuid4().hex[:12]}",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-test",
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1},
-    }
-    return _record(sid, "assistant", message=message, **extra)
+    return _record(sid, "assistant", message=assistant_message(content, stop), **extra)
 
 
 def prompt(sid: str, text: str, **extra: Any) -> bytes:
