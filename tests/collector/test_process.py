@@ -7,6 +7,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,20 @@ from tests.support.servers import RedisServer, free_port
 
 def proc_for(srv: RedisServer, namespace: str, claude_dir: Path, **env: str) -> CollectorProc:
     return CollectorProc(redis_url=srv.url, namespace=namespace, claude_dir=claude_dir, env=env)
+
+
+@contextmanager
+def collector_on(
+    srv: RedisServer, namespace: str, claude_dir: Path, **env: str
+) -> Iterator[tuple[redis.Redis, CollectorProc]]:
+    """A client of ``srv`` and a (not yet started) collector on it; both closed on exit."""
+    client = srv.client()
+    proc = proc_for(srv, namespace, claude_dir, **env)
+    try:
+        yield client, proc
+    finally:
+        proc.stop()
+        client.close()
 
 
 def user_texts(client: redis.Redis, keys: Keys, sid: str) -> list[str]:
@@ -100,10 +116,8 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(
 def test_redis_outage_then_catch_up(private_server: Any, namespace: str, keys: Keys, claude_dir: Path) -> None:
     """With Redis down the collector keeps running; restarted on the same port, all lines arrive once."""
     srv: RedisServer = private_server(appendonly=True)
-    client = srv.client()
     path = transcript(claude_dir, "out")
-    proc = proc_for(srv, namespace, claude_dir)
-    try:
+    with collector_on(srv, namespace, claude_dir) as (client, proc):
         proc.start()
         append(path, user_line("out", "line-0"))
         poll(lambda: user_texts(client, keys, "out"))
@@ -118,9 +132,6 @@ def test_redis_outage_then_catch_up(private_server: Any, namespace: str, keys: K
         assert user_texts(client, keys, "out") == [f"line-{i}" for i in range(30)]
         assert_log_contiguous(client, keys)
         assert "redis unavailable" in proc.log_path.read_text()
-    finally:
-        proc.stop()
-        client.close()
 
 
 def test_flushall_gets_a_new_epoch_and_recent_history(
@@ -128,10 +139,8 @@ def test_flushall_gets_a_new_epoch_and_recent_history(
 ) -> None:
     """After FLUSHALL the collector makes a new epoch, republishes recent history, then goes on."""
     srv: RedisServer = private_server()
-    client = srv.client()
     path = transcript(claude_dir, "fl")
-    proc = proc_for(srv, namespace, claude_dir, RELAYBUS_BACKFILL_EVENTS="5")
-    try:
+    with collector_on(srv, namespace, claude_dir, RELAYBUS_BACKFILL_EVENTS="5") as (client, proc):
         proc.start()
         append(path, b"".join(user_line("fl", f"line-{i}") for i in range(20)))
         poll(lambda: len(user_texts(client, keys, "fl")) == 20)
@@ -143,18 +152,13 @@ def test_flushall_gets_a_new_epoch_and_recent_history(
         poll(lambda: user_texts(client, keys, "fl")[-1:] == ["line-20"])
         assert user_texts(client, keys, "fl") == [f"line-{i}" for i in range(15, 21)]
         assert_log_contiguous(client, keys)
-    finally:
-        proc.stop()
-        client.close()
 
 
 def test_sigterm_exits_zero_quickly_and_clears_the_heartbeat(
     server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
 ) -> None:
     """SIGTERM: exit code 0 within a few seconds, heartbeat removed; it carried host and version."""
-    client = server.client()
-    proc = proc_for(server, namespace, claude_dir)
-    try:
+    with collector_on(server, namespace, claude_dir) as (client, proc):
         proc.start()
         beat = orjson.loads(client.get(keys.host("testhost")) or b"{}")
         assert beat["host"] == "testhost" and beat["pid"] == proc.pid and beat["version"]
@@ -163,18 +167,13 @@ def test_sigterm_exits_zero_quickly_and_clears_the_heartbeat(
         assert proc.terminate(timeout_s=10) == 0
         assert time.monotonic() - t0 < 8
         assert client.exists(keys.host("testhost")) == 0
-    finally:
-        proc.stop()
-        client.close()
 
 
 def test_file_created_while_down_is_published_on_start(
     server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
 ) -> None:
     """A transcript written while no collector ran is published when one starts."""
-    client = server.client()
-    proc = proc_for(server, namespace, claude_dir)
-    try:
+    with collector_on(server, namespace, claude_dir) as (client, proc):
         proc.start()
         assert proc.terminate() == 0
         path = transcript(claude_dir, "late")
@@ -183,9 +182,6 @@ def test_file_created_while_down_is_published_on_start(
         poll(lambda: user_texts(client, keys, "late") == ["line-0", "line-1"])
         append(path, user_line("late", "line-2"))
         poll(lambda: len(user_texts(client, keys, "late")) == 3)
-    finally:
-        proc.stop()
-        client.close()
 
 
 def test_turns_follow_a_real_live_process_file(
@@ -227,10 +223,9 @@ def test_metrics_endpoint_serves_collector_metrics(
     server: RedisServer, namespace: str, keys: Keys, claude_dir: Path
 ) -> None:
     """With a metrics port set, /metrics exposes the collector's counters."""
-    client = server.client()
     port = free_port()
-    proc = proc_for(server, namespace, claude_dir, RELAYBUS_COLLECTOR_METRICS_PORT=str(port))
-    try:
+    metrics_env = {"RELAYBUS_COLLECTOR_METRICS_PORT": str(port)}
+    with collector_on(server, namespace, claude_dir, **metrics_env) as (client, proc):
         proc.start()
         append(transcript(claude_dir, "m1"), user_line("m1", "line-0"))
         poll(lambda: user_texts(client, keys, "m1"))
@@ -241,9 +236,6 @@ def test_metrics_endpoint_serves_collector_metrics(
 
         body = poll(scraped)
         assert "relaybus_collector_append_latency_seconds_bucket" in body
-    finally:
-        proc.stop()
-        client.close()
 
 
 def test_sigterm_while_redis_is_down_still_exits_zero(

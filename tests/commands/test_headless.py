@@ -97,15 +97,20 @@ async def test_interrupt_sends_sigint_and_turn_ends(
     assert await driver.interrupt(sid) is False
 
 
+def _stubborn(tmp_path: Path, signals: str) -> Path:
+    """A stand-in CLI that ignores ``signals`` and never exits by itself."""
+    path = tmp_path / "stubborn"
+    path.write_text(f"#!/bin/sh\ntrap '' {signals}\nwhile :; do sleep 0.1; done\n")
+    path.chmod(0o755)
+    return path
+
+
 async def test_interrupt_escalates_when_sigint_is_ignored(
     claude_dir: Path, tmp_path: Path, workdir: Path
 ) -> None:
     """A child that ignores SIGINT is terminated after the grace period."""
-    stubborn = tmp_path / "stubborn"
-    stubborn.write_text("#!/bin/sh\ntrap '' INT\nwhile :; do sleep 0.1; done\n")
-    stubborn.chmod(0o755)
     hooks = RecordingHooks()
-    driver = _driver(claude_dir, stubborn, hooks)
+    driver = _driver(claude_dir, _stubborn(tmp_path, "INT"), hooks)
     await driver.prompt("s1", str(workdir), "x", new=False, trace_id=None)
     assert await driver.interrupt("s1")
     await wait_for(lambda: ("ended", "s1", None) in hooks.calls, what="escalation", timeout_s=30)
@@ -126,11 +131,8 @@ async def test_close_kills_runs_that_ignore_the_interrupt(
     claude_dir: Path, tmp_path: Path, workdir: Path
 ) -> None:
     """On shutdown every run is interrupted, and killed if it does not stop in time."""
-    stubborn = tmp_path / "stubborn"
-    stubborn.write_text("#!/bin/sh\ntrap '' INT TERM\nwhile :; do sleep 0.1; done\n")
-    stubborn.chmod(0o755)
     hooks = RecordingHooks()
-    driver = _driver(claude_dir, stubborn, hooks)
+    driver = _driver(claude_dir, _stubborn(tmp_path, "INT TERM"), hooks)
     await driver.prompt("s1", str(workdir), "x", new=False, trace_id=None)
     await driver.aclose(wait_s=0.5)
     assert not driver.busy("s1") and ("ended", "s1", None) in hooks.calls
