@@ -13,8 +13,8 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from shared.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
+from tests.support.gateway_client import FULL, WsClient  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
@@ -94,6 +95,16 @@ def services(s: Scratch, sid: str, collector_env: dict[str, str]) -> Iterator[Ga
     finally:
         gw.kill()
         col.stop()
+
+
+@asynccontextmanager
+async def watching(gw: GatewayProc, sid: str) -> AsyncIterator[WsClient]:
+    """A full-capability client of ``gw`` that watches session ``sid``."""
+    async with WsClient(gw.ws, token=TOKEN) as ws:
+        await ws.hello(FULL)
+        await ws.send({"type": "watch_session", "sessionId": sid})
+        await ws.expect("watch_ack")
+        yield ws
 
 
 def write_result(out: Path, result: dict[str, Any]) -> None:

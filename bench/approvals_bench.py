@@ -23,10 +23,9 @@ import shlex
 import time
 from typing import Any
 
-from _rig import REPO, TOKEN, header, scratch, services, summary, write_result
+from _rig import REPO, header, scratch, services, summary, watching, write_result
 
 from tests.support.approvals import RELAYBUS, hook_input, session_with_tool
-from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_server import GatewayProc
 from tests.support.servers import free_port
 
@@ -63,10 +62,7 @@ async def measure(gw: GatewayProc, payload: dict[str, Any], env: dict[str, str],
         proc = await hook(payload, down_env)
         await proc.communicate()
         down.append((time.perf_counter() - t0) * 1000)
-    async with WsClient(gw.ws, token=TOKEN) as ws:
-        await ws.hello(FULL)
-        await ws.send({"type": "watch_session", "sessionId": sid})
-        await ws.expect("watch_ack")
+    async with watching(gw, sid) as ws:
         for i in range(rounds):
             t0 = time.perf_counter()
             proc = await hook(payload, env)

@@ -23,10 +23,9 @@ import uuid
 from typing import Any
 
 import orjson
-from _rig import REPO, TOKEN, header, scratch, services, summary, write_result
+from _rig import REPO, header, scratch, services, summary, watching, write_result
 
 from tests.support import fake_claude
-from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_server import GatewayProc
 
 OUT = REPO / "bench" / "results" / "commands.json"
@@ -36,10 +35,7 @@ async def measure(gw: GatewayProc, sid: str, round_trips: int, prompts: int) -> 
     rtt: list[float] = []
     sent: list[float] = []
     to_event: list[float] = []
-    async with WsClient(gw.ws, token=TOKEN) as ws:
-        await ws.hello(FULL)
-        await ws.send({"type": "watch_session", "sessionId": sid})
-        await ws.expect("watch_ack")
+    async with watching(gw, sid) as ws:
         for i in range(round_trips):
             t0 = time.perf_counter()
             await ws.send({"type": "interrupt_request", "requestId": f"i{i}", "sessionId": sid})
