@@ -23,7 +23,7 @@ from collector.paths import TranscriptPath, classify
 from collector.publisher import Publisher, now_ms
 from collector.sessions import BatchPlan, LineFacts, Projection, SessionState
 from collector.tailer import FileTail, Line, Probe, Status, probe
-from shared.appendlog import AppendBatch, Appended, OffsetConflict
+from shared.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class FileSync:
                 )
                 if not lines:
                     break
-                projected = self._project(lines)
+                projected, _ = self._project(lines)
                 plan.prime(projected)
                 for p in projected:
                     plan.line(p)
@@ -249,12 +249,12 @@ class FileSync:
         self, entry: FileEntry, sid: str, lines: list[Line], after: _Pending | None
     ) -> _Pending:
         """Plan a batch on the state the batch in flight (if any) will leave."""
-        projected = self._project(lines)
         state = after.plan.state if after is not None else await self.pub.session(sid)
         plan = self.plan(state, agent_id=entry.tp.agent_id)
+        projected, encoded = self._project(lines, plan)
         plan.prime(projected)
-        for p in projected:
-            plan.line(p)
+        for p, ev in zip(projected, encoded, strict=True):
+            plan.line(p, ev)
         plan.finish()
         ident = entry.tail.identity
         end = lines[-1].end
@@ -295,9 +295,17 @@ class FileSync:
             entry.tail.reset(ident, parsed[0])
         self.pub.forget_sessions()
 
-    def _project(self, lines: list[Line]) -> list[LineFacts]:
+    def _project(
+        self, lines: list[Line], plan: BatchPlan | None = None
+    ) -> tuple[list[LineFacts], list[OutEvent | None]]:
+        """Project lines; with ``plan``, also encode each line's event right away.
+
+        Serialising an event just after its line was parsed, while both are still in the
+        CPU cache, saves a few µs per line over a second pass across a 500-line batch.
+        """
         proj, s, m = self.projection, self.settings, self.metrics
         out: list[LineFacts] = []
+        encoded: list[OutEvent | None] = []
         nbytes = malformed = 0
         dropped: collections.Counter[str] = collections.Counter()
         for line in lines:
@@ -311,13 +319,15 @@ class FileSync:
             if not p.publish:
                 dropped[p.drop_reason or "unpublished"] += 1
             out.append(p)
+            if plan is not None:
+                encoded.append(plan.encode(p))
         for reason, n in dropped.items():
             m.lines_dropped.labels(reason).inc(n)
         if malformed:
             m.lines_malformed.inc(malformed)
         m.lines_read.inc(len(lines))
         m.bytes_read.inc(nbytes)
-        return out
+        return out, encoded
 
     def plan(
         self, state: SessionState, *, collapse: bool = False, agent_id: str | None = None

@@ -171,7 +171,20 @@ class BatchPlan:
                 st.entrypoint = p.entrypoint
                 self.hash["entrypoint"] = p.entrypoint
 
-    def line(self, p: LineFacts) -> None:
+    def encode(self, p: LineFacts) -> OutEvent | None:
+        """The ``session_event`` of a published line (None for a bookkeeping line)."""
+        if not p.publish or p.event is None:
+            return None
+        event = p.event
+        if p.is_sidechain or self.agent_id:
+            event["sidechain"] = True
+            agent = p.agent_id or self.agent_id
+            if agent:
+                event.setdefault("agentId", agent)
+        return line_event(self.state.sid, event)
+
+    def line(self, p: LineFacts, encoded: OutEvent | None = None) -> None:
+        """Plan one line; ``encoded`` is its :meth:`encode` when the caller did that already."""
         st = self.state
         if p.timestamp_ms is not None:
             ts = min(p.timestamp_ms, self.now_ms)
@@ -180,14 +193,8 @@ class BatchPlan:
             ts = self.activity_ms or self.now_ms
         if not self.collapse and not st.live and self._recent(ts):
             self._start(ts)
-        if p.publish and p.event is not None:
-            event = p.event
-            if p.is_sidechain or self.agent_id:
-                event["sidechain"] = True
-                agent = p.agent_id or self.agent_id
-                if agent:
-                    event.setdefault("agentId", agent)
-            ev = line_event(st.sid, event)
+        ev = encoded if encoded is not None else self.encode(p)
+        if ev is not None:
             self.published += 1
             if self.collapse:
                 self._kept.append(ev)
