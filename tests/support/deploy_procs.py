@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from tests.support.deploy_files import DEPLOY
+from tests.support.procs import stop_process
 from tests.support.servers import free_port
 
 NGINX = "/usr/sbin/nginx"
@@ -131,13 +132,8 @@ class Nginx:
         return (self.workdir / "nginx.out").read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM: fast shutdown of master and workers
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            stop_process(self.proc, 15)  # SIGTERM is a fast shutdown of master and workers
         self.proc = None
 
 
@@ -189,13 +185,8 @@ class Prometheus:
         return result
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            stop_process(self.proc, 30)
         self.proc = None
 
 

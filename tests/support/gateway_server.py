@@ -23,10 +23,9 @@ from tests.support.servers import free_port
 REPO = Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class RunningGateway:
-    runtime: Runtime
-    registry: CollectorRegistry
+class _LoopbackUrls:
+    """``http`` and ``ws`` URLs of a gateway on loopback ``port``."""
+
     port: int
 
     @property
@@ -36,6 +35,13 @@ class RunningGateway:
     @property
     def ws(self) -> str:
         return f"ws://127.0.0.1:{self.port}/ws"
+
+
+@dataclass
+class RunningGateway(_LoopbackUrls):
+    runtime: Runtime
+    registry: CollectorRegistry
+    port: int
 
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
         return self.registry.get_sample_value(name, labels or {}) or 0.0
@@ -79,7 +85,7 @@ async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterato
             raise
 
 
-class GatewayProc(ManagedProcess):
+class GatewayProc(ManagedProcess, _LoopbackUrls):
     """``python -m gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
 
     name = "gateway"
@@ -96,14 +102,6 @@ class GatewayProc(ManagedProcess):
             "PYTHONUNBUFFERED": "1",
         })
         self.env.update(env or {})
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
         self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env)

@@ -79,10 +79,7 @@ class ManagedProcess:
             return
         assert self.proc is not None
         self.proc.send_signal(signal.SIGCONT)
-        try:
-            self.terminate(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        stop_process(self.proc, timeout_s)
 
     def log(self) -> str:
         """The last 4000 characters of the log ("" when there is none)."""
@@ -92,6 +89,18 @@ class ManagedProcess:
             return self.log_path.read_text(errors="replace")[-4000:]
         except FileNotFoundError:
             return ""
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM and wait up to ``timeout_s``; then SIGKILL and reap."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def http_ok(url: str) -> bool:
