@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Generator
 
@@ -25,12 +26,27 @@ log = logging.getLogger(__name__)
 HARD_CAP_FACTOR = 16
 
 
+class GatewayStartError(RuntimeError):
+    """The server could not start serving (port taken, lifespan failure)."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handlers: the caller's ``stop`` event rules."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn calls sys.exit() when it cannot bind; a SystemExit raised in a task would
+        # escape the event loop itself and take `relaybus up`'s collector down with it.
+        try:
+            await super().serve(sockets)
+        except SystemExit as exc:
+            cfg = self.config
+            raise GatewayStartError(
+                f"gateway failed to start on {cfg.host}:{cfg.port} (see log)"
+            ) from exc
 
 
 def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
@@ -65,7 +81,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         server.should_exit = True
     await task
     if server.started is False and not stop.is_set():
-        raise RuntimeError("gateway failed to start (see log)")
+        raise GatewayStartError("gateway failed to start (see log)")
 
 
 def run(settings: Settings) -> int:
@@ -82,5 +98,9 @@ def run(settings: Settings) -> int:
             loop.add_signal_handler(sig, stop.set)
         await serve(settings, stop)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except GatewayStartError as exc:
+        print(f"relaybus gateway: {exc}", file=sys.stderr)
+        return 1
     return 0
