@@ -37,7 +37,6 @@ CLIENT_DECISIONS = frozenset({ALLOW, DENY})
 # Error codes of accept_diff / reject_diff.
 AMBIGUOUS = "ambiguous"
 ALREADY_RESOLVED = "already_resolved"
-NO_PENDING = "no_pending_request"
 
 #: Watcher fields are refreshed every this many seconds and count for three times as long.
 WATCHERS_REFRESH_S = 5.0

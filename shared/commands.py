@@ -23,8 +23,6 @@ PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
-#: Commands addressed to an existing (or reserved) session.
-SESSION_COMMANDS = frozenset({PROMPT, INTERRUPT})
 
 GROUP = "collectors"
 CMD_MAXLEN = 10_000

@@ -42,9 +42,3 @@ async def read_epoch(client: aioredis.Redis, keys: Keys) -> str | None:
     """The current epoch, or ``None`` when Redis lost it (no persistence, FLUSHALL)."""
     value = await client.get(keys.epoch)
     return value.decode() if isinstance(value, bytes) else None
-
-
-async def head_seq(client: aioredis.Redis, keys: Keys) -> int:
-    """The last assigned seqId of the namespace (0 when nothing was ever published)."""
-    value = await client.get(keys.seq)
-    return int(value) if value is not None else 0
