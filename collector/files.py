@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collector import backfill
 from collector.metrics import CollectorMetrics
@@ -25,6 +26,9 @@ from collector.sessions import BatchPlan, LineFacts, Projection, SessionState
 from collector.tailer import FileTail, Line, Probe, Status, probe
 from shared.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from collector.engine import SessionObserver
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +72,10 @@ class FileSync:
         metrics: CollectorMetrics,
         projection: Projection,
         root: Path,
+        observers: list[SessionObserver] | None = None,
     ) -> None:
         self.settings = settings
+        self.observers: list[SessionObserver] = observers if observers is not None else []
         self.pub = publisher
         self.metrics = metrics
         self.projection = projection
@@ -281,6 +287,9 @@ class FileSync:
             raise
         self.pub.sessions[done.batch.sid] = done.plan.state
         entry.committed = done.value
+        if done.plan.tool_results:
+            for observer in self.observers:
+                observer.tool_results(done.batch.sid, done.plan.tool_results)
         self.metrics.batch_lines.observe(done.lines)
         self.metrics.lines_published.inc(done.plan.published)
         return True
