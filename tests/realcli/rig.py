@@ -215,6 +215,17 @@ class Rig:
         self.runs.append(run)
         return run
 
+    async def wait_request(self, turns: int, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Wait until the fake API has had ``turns`` turn requests; the last one."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            got = [q for q in self.api.requests if q.get("kind") == "turn"]
+            if len(got) >= turns:
+                return got[turns - 1]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for turn request {turns}: {got}")
+            await asyncio.sleep(0.02)
+
     # --- tmux -----------------------------------------------------------------------------
     def tmux(self, *args: str) -> str:
         assert self.tmux_name is not None
