@@ -52,6 +52,7 @@ COLLECTOR_FIELDS = [
     "approval_mode",
     "approval_timeout_seconds",
     "approval_port",
+    "approval_socket",
 ]
 GATEWAY_FIELDS = [
     "gateway_host",

@@ -187,7 +187,11 @@ class Settings(BaseSettings):
         default=9465,
         ge=0,
         le=65535,
-        description="loopback port where the collector takes permission requests from the Claude Code hook (0 = off)",
+        description="names the collector's approval socket <runtime dir>/approval-<port>.sock for the Claude Code hook (0 = off)",
+    )
+    approval_socket: Path | None = Field(
+        default=None,
+        description="path of the approval socket instead (its directory must be private: 0700, yours)",
     )
 
     @field_validator("claude_dir", mode="before")
