@@ -189,7 +189,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     }
     log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
     try:
-        with metrics_server(registry, settings.collector_metrics_port):
+        with metrics_server(registry, settings.collector_metrics_port, settings.collector_metrics_host):
             tasks = {
                 asyncio.create_task(supervise(n, f, stop, metrics), name=f"collector-{n}")
                 for n, f in jobs.items()

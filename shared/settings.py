@@ -94,6 +94,10 @@ class Settings(BaseSettings):
         le=65535,
         description="Prometheus /metrics port of the collector (0 = off)",
     )
+    collector_metrics_host: str = Field(
+        default="0.0.0.0",
+        description="address the collector's /metrics listens on (relaybus up: 127.0.0.1 unless set)",
+    )
     heartbeat_ttl_s: int = Field(
         default=15,
         ge=3,

@@ -196,6 +196,8 @@ def run(settings: Settings) -> int:
         if "redis_url" not in settings.model_fields_set:
             server = EmbeddedServer(directory / "server")
             settings = settings.model_copy(update={"redis_url": SecretStr(server.start())})
+        if "collector_metrics_host" not in settings.model_fields_set:  # one machine: keep it local
+            settings = settings.model_copy(update={"collector_metrics_host": "127.0.0.1"})
         if not settings.gateway_id:  # known, so readiness is checked on our own gateway
             settings = settings.model_copy(update={"gateway_id": f"up-{secrets.token_hex(5)}"})
         if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
