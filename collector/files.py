@@ -18,6 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis.exceptions
 
@@ -30,6 +31,9 @@ from collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
 from shared.appendlog import AppendBatch, Appended, EpochChanged, OffsetConflict, OutEvent
 from shared.ids import valid_session_id
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from collector.engine import SessionObserver
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +104,10 @@ class FileSync:
         metrics: CollectorMetrics,
         projection: Projection,
         root: Path,
+        observers: list[SessionObserver] | None = None,
     ) -> None:
         self.settings = settings
+        self.observers: list[SessionObserver] = observers if observers is not None else []
         self.pub = publisher
         self.metrics = metrics
         self.projection = projection
@@ -358,6 +364,9 @@ class FileSync:
             raise
         self.pub.sessions[done.batch.sid] = done.plan.state
         entry.committed = done.value
+        if done.plan.tool_results:
+            for observer in self.observers:
+                observer.tool_results(done.batch.sid, done.plan.tool_results)
         self.metrics.batch_lines.observe(done.lines)
         self.metrics.lines_published.inc(done.plan.published)
         return True
