@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from collector import procfiles
+from collector import backfill, procfiles
 from collector.files import FileEntry, FileSync
 from collector.metrics import CollectorMetrics
 from collector.paths import classify
@@ -84,7 +84,7 @@ class Engine:
         out: list[Path] = []
         for dirpath, _dirs, names in os.walk(self.projects):
             out.extend(Path(dirpath, n) for n in names if n.endswith(".jsonl"))
-        out.sort()
+        out.sort(key=backfill.sync_order)
         return out
 
     def _gauges(self) -> None:

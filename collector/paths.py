@@ -15,8 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 AGENT_PREFIX = "agent-"
 SUFFIX = ".jsonl"
+META_SUFFIX = ".meta.json"
+#: A sub-agent's ``.meta.json`` is a few hundred bytes; never read a big one.
+META_MAX_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,3 +53,17 @@ def classify(claude_dir: Path, path: Path) -> TranscriptPath | None:
     if len(parts) == 5 and parts[3] == "subagents" and stem.startswith(AGENT_PREFIX):
         return TranscriptPath(key, parts[2], stem[len(AGENT_PREFIX) :] or None)
     return None
+
+
+def parent_tool_use_id(path: Path) -> str | None:
+    """The Task/Agent ``toolUseId`` that started the sub-agent transcript ``path``: current
+    CLIs write it to ``agent-<id>.meta.json`` beside the transcript (``None`` when absent)."""
+    meta = path.with_name(path.name[: -len(SUFFIX)] + META_SUFFIX)
+    try:
+        with open(meta, "rb") as f:
+            raw = f.read(META_MAX_BYTES + 1)
+        rec = orjson.loads(raw) if len(raw) <= META_MAX_BYTES else None
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    value = rec.get("toolUseId") if isinstance(rec, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 256 else None

@@ -6,8 +6,10 @@ Kinds produced (an open union; clients render unknown kinds as a neutral block):
   signature) keeps its block with ``text: ""`` so clients can still show that the model
   thought; ``redacted_thinking`` becomes ``{kind: "thinking", text: "", redacted: true}``.
 * ``tool`` ``{kind, toolUseId, name, input}`` from ``tool_use`` and ``server_tool_use``.
-* ``tool_result`` ``{kind, toolUseId, isError, text?, numLines?, edit?}``; a
-  ``<tool_use_error>`` wrapper is removed and makes ``isError`` true.
+* ``tool_result`` ``{kind, toolUseId, isError, text?, numLines?, edit?, agentId?, answers?}``;
+  a ``<tool_use_error>`` wrapper is removed and makes ``isError`` true. ``agentId`` names
+  the sub-agent a Task/Agent call ran (its events carry the same ``agentId``); ``answers``
+  maps each AskUserQuestion question to the answer given.
 * ``image`` / ``document`` ``{kind, mediaType, bytes}``: the decoded size, never the data.
 * any other item ``{kind: <its type>, text?}``.
 
@@ -33,6 +35,9 @@ Block = dict[str, Any]
 MAX_INPUT_DEPTH = 32
 #: At most this many paths are listed in a tool block's ``truncatedFields``.
 MAX_TRUNCATED_FIELDS = 16
+#: At most this many AskUserQuestion answers are lifted onto a ``tool_result``.
+MAX_ANSWERS = 16
+MAX_ID_CHARS = 128
 
 
 class Cutter:
@@ -216,7 +221,18 @@ def tool_result_blocks(item: dict[str, Any], result: Any, cutter: Cutter, out: l
 
 
 def _result_details(result: dict[str, Any], max_chars: int, block: Block) -> None:
-    """Lift ``numLines`` (Read's ``file.numLines``, Grep's ``numLines``) and the edit."""
+    """Lift ``numLines`` (Read's ``file.numLines``, Grep's ``numLines``), the edit, a
+    sub-agent's ``agentId`` (Task/Agent) and AskUserQuestion's ``answers``."""
+    agent_id = result.get("agentId")
+    if isinstance(agent_id, str) and agent_id:
+        block["agentId"] = agent_id[:MAX_ID_CHARS]
+    answers = result.get("answers")
+    if isinstance(answers, dict) and answers:
+        block["answers"] = {
+            str(question)[:max_chars]: answer[:max_chars]
+            for question, answer in list(answers.items())[:MAX_ANSWERS]
+            if isinstance(answer, str)
+        }
     file = result.get("file")
     num_lines = file.get("numLines") if isinstance(file, dict) else result.get("numLines")
     if isinstance(num_lines, int) and not isinstance(num_lines, bool):
