@@ -91,6 +91,8 @@ class SessionState:
     turn: TurnTracker = field(default_factory=TurnTracker)
     pending_summaries: dict[str, str] = field(default_factory=dict)
     warmup_agents: set[str] = field(default_factory=set)
+    #: It published an event a person reads (not only /goal status lines): it is listed.
+    has_content: bool = False
 
     @classmethod
     def from_hash(cls, sid: str, h: Mapping[Any, Any]) -> SessionState:
@@ -129,6 +131,8 @@ class SessionState:
             pid=n("pid") or None,
             end_reason=s("endReason"),
             turn=turn,
+            # hashes from before the field: any published event counted
+            has_content=s("hasContent") == "1" or (not s("hasContent") and n("sessionSeq") > 0),
         )
 
     def clone(self) -> SessionState:
@@ -149,6 +153,15 @@ def turn_hash(change: TurnChange) -> dict[str, str]:
 def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> OutEvent:
     prefix = frames.session_event(sid, event, trace_id=trace_id)
     return OutEvent(frames.SESSION_EVENT, prefix, session_stream=True, session_seq=True)
+
+
+def _shows_content(event: dict[str, Any] | None) -> bool:
+    """Whether an event is something to read: a block other than a /goal status, or a line
+    too big or malformed to project (its stand-in). Title records alone are not."""
+    if not event:
+        return False
+    blocks = event.get("blocks") or []
+    return event.get("type") == "unknown" or any(b.get("kind") != "goal_status" for b in blocks)
 
 
 def _facts(st: SessionState) -> tuple[str, str, str | None, str | None]:
@@ -281,6 +294,8 @@ class BatchPlan:
                 self._start(ts)
         if ev is not None:
             self.published += 1
+            if not st.has_content and _shows_content(p.event):
+                st.has_content = True
             if self.collapse:
                 self._kept.append(ev)
             else:
@@ -342,6 +357,7 @@ class BatchPlan:
         if st.live and self._announced is not None and _facts(st) != self._announced:
             self.events.append(updated_event(st, host=self.host, activity_ms=self.activity_ms))
         self.hash["lastActivity"] = str(self.activity_ms)
+        self.hash["hasContent"] = "1" if st.has_content else "0"
         self.hash.setdefault("id", st.sid)
         self.hash.setdefault("host", self.host)
 

@@ -89,6 +89,11 @@ async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, An
 
 
 def has_something_to_show(row: dict[bytes, bytes]) -> bool:
-    """Listed: a session that published an event, or whose Claude process runs. A file of
-    bookkeeping only (snapshots, another session's summaries) leaves a hash but no event."""
-    return row.get(b"live") == b"1" or (_int(row.get(b"sessionSeq")) or 0) > 0
+    """Listed: a session that published something to read, or whose Claude process runs. A
+    file of bookkeeping only (snapshots, another session's summaries) leaves a hash but no
+    event; one of /goal status lines only has ``hasContent: 0`` (the collector's verdict;
+    hashes from before it count any event)."""
+    if row.get(b"live") == b"1":
+        return True
+    verdict = row.get(b"hasContent")
+    return verdict == b"1" if verdict else (_int(row.get(b"sessionSeq")) or 0) > 0

@@ -163,3 +163,20 @@ async def test_warmup_agents_are_not_published(make_rig: RigFactory, claude_dir:
     side = [f["event"] for f in await rig.events("p1") if f["event"].get("sidechain")]
     assert [e["agentId"] for e in side] == ["r1"]
     assert rig.metric("relaybus_collector_lines_dropped_total", reason="warmup") == 2
+
+
+async def test_has_content_is_the_listing_verdict(make_rig: RigFactory, claude_dir: Path) -> None:
+    """A session of /goal status lines and title records only is hasContent 0; a prompt makes 1."""
+    rig = make_rig()
+    await rig.engine.start()
+    path = transcript(claude_dir, "g1")
+    goal = {"type": "attachment", "sessionId": "g1", "cwd": "/home/dev/project",
+            "attachment": {"type": "goal_status", "met": False, "sentinel": True,
+                           "condition": "tests pass"}}
+    append(path, line(goal) + line({"type": "ai-title", "aiTitle": "T", "sessionId": "g1"}))
+    await rig.engine.sync_path(path)
+    assert len(await rig.events("g1")) == 2
+    assert await rig.client.hget(rig.keys.session("g1"), "hasContent") == b"0"
+    append(path, user_line("g1", "now work"))
+    await rig.engine.sync_path(path)
+    assert await rig.client.hget(rig.keys.session("g1"), "hasContent") == b"1"

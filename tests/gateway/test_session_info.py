@@ -55,3 +55,20 @@ async def test_session_updated_reaches_every_client_with_a_seq_id(
     for frame in got:
         assert frame == {"type": "session_updated", "sessionId": "s1", "session": info,
                          "seqId": done.last_seq}
+
+
+async def test_goal_status_only_sessions_are_not_listed(gw: RunningGateway, pub: Publisher) -> None:
+    """The collector's hasContent verdict decides for ended sessions: "0" is not listed."""
+    await pub.start_session("goal-only")
+    await pub.events("goal-only", ["goal set"])
+    await pub.end("goal-only")
+    await hash_only(pub, "goal-only", {"hasContent": "0"})
+    await pub.start_session("worked")
+    await pub.events("worked", ["hi"])
+    await pub.end("worked")
+    await hash_only(pub, "worked", {"hasContent": "1"})
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello([])
+        await c.send({"type": "list_sessions"})
+        listed = [s["id"] for s in (await c.expect("sessions"))["sessions"]]
+    assert listed == ["worked"]
