@@ -28,6 +28,8 @@ SUMMARY_RANK = 2
 MAX_PENDING_SUMMARIES = 16
 #: Sub-agents remembered as cache warm-ups (their lines are not published).
 MAX_WARMUP_AGENTS = 64
+#: Sub-agent -> Task call links remembered per session (the oldest is forgotten first).
+MAX_AGENT_PARENTS = 256
 #: Sub-agent ids of compaction runs start so.
 COMPACTION_AGENT_PREFIX = "acompact"
 
@@ -61,6 +63,8 @@ class LineFacts(Protocol):
     def session_id(self) -> str | None: ...
     @property
     def leaf_uuid(self) -> str | None: ...
+    @property
+    def agent_parent(self) -> tuple[str, str] | None: ...
 
 
 class Projection(Protocol):
@@ -91,6 +95,8 @@ class SessionState:
     turn: TurnTracker = field(default_factory=TurnTracker)
     pending_summaries: dict[str, str] = field(default_factory=dict)
     warmup_agents: set[str] = field(default_factory=set)
+    #: sub-agent id -> the Task call running it, from the main transcript's progress lines
+    agent_parents: dict[str, str] = field(default_factory=dict)
     #: It published an event a person reads (not only /goal status lines): it is listed.
     has_content: bool = False
 
@@ -252,6 +258,12 @@ class BatchPlan:
     def encode(self, p: LineFacts) -> OutEvent | None:
         """The ``session_event`` of a published line (None for a bookkeeping line)."""
         agent = p.agent_id or self.agent_id
+        link = p.agent_parent
+        if link is not None:
+            parents = self.state.agent_parents
+            if link[0] not in parents and len(parents) >= MAX_AGENT_PARENTS:
+                del parents[next(iter(parents))]
+            parents[link[0]] = link[1]
         if p.drop_reason == "warmup" and agent:  # the rest of this agent is warm-up too
             warm = self.state.warmup_agents
             if len(warm) >= MAX_WARMUP_AGENTS:
@@ -268,8 +280,11 @@ class BatchPlan:
                 event.setdefault("agentId", agent)
                 if agent.startswith(COMPACTION_AGENT_PREFIX):
                     event["compaction"] = True
-            if self.parent_tool_use_id:
-                event["parentToolUseId"] = self.parent_tool_use_id
+            parent = self.parent_tool_use_id or (
+                self.state.agent_parents.get(agent) if agent else None
+            )
+            if parent:
+                event["parentToolUseId"] = parent
         return line_event(self.state.sid, event)
 
     def line(self, p: LineFacts, encoded: OutEvent | None = None) -> None:

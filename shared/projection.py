@@ -162,6 +162,8 @@ class Projected:
     malformed: bool
     #: a ``summary`` title candidate counts only for the session holding this line uuid
     leaf_uuid: str | None = None
+    #: ``(agentId, toolUseId)``: a progress line saying which tool call runs a sub-agent
+    agent_parent: tuple[str, str] | None = None
 
 
 # The frozen dataclass __init__ sets each field through object.__setattr__ (~3.5 µs on the
@@ -174,7 +176,7 @@ _SLOT_SETTERS: tuple[Callable[[object, object], None], ...] = tuple(
 def _projected(*values: object, _new: Any = object.__new__, _set: Any = _SLOT_SETTERS) -> Projected:
     """``Projected(*values)``, fast: see ``_SLOT_SETTERS``."""
     result: Projected = _new(Projected)
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12 = _set
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13 = _set
     s0(result, values[0])
     s1(result, values[1])
     s2(result, values[2])
@@ -188,6 +190,7 @@ def _projected(*values: object, _new: Any = object.__new__, _set: Any = _SLOT_SE
     s10(result, values[10])
     s11(result, values[11])
     s12(result, values[12])
+    s13(result, values[13])
     return result
 
 
@@ -269,7 +272,20 @@ def project_line(
         turn,
         False,
         leaf if isinstance(leaf, str) else None,
+        _agent_parent(rec) if rtype == "progress" else None,
     )
+
+
+def _agent_parent(rec: dict[str, Any]) -> tuple[str, str] | None:
+    """Older CLIs (2.1.x) write ``progress``/``agent_progress`` lines naming the sub-agent
+    (``data.agentId``) a Task call (``parentToolUseID``) runs: the link its own file lacks."""
+    data = rec.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return None
+    agent, tool = data.get("agentId"), rec.get("parentToolUseID")
+    if isinstance(agent, str) and isinstance(tool, str) and agent and 0 < len(tool) <= 256:
+        return agent, tool
+    return None
 
 
 #: An unknown record type (or ``system`` subtype) is published when it may hold

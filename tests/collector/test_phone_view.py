@@ -18,6 +18,7 @@ from tests.support.collector_rig import Rig
 from tests.support.servers import RedisServer
 
 CLI = Path(__file__).resolve().parents[1] / "data" / "claude-cli-2.1.332"
+JSONL = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
 PRINT_SID = "5bbaef86-2e70-4548-8aa6-91403e6659d5"
 AGENT = "aea44ec78cd97dba1"
 PARENT_TOOL = "toolu_fake050a927951044cada8c2"  # the .meta.json's toolUseId
@@ -180,3 +181,26 @@ async def test_has_content_is_the_listing_verdict(make_rig: RigFactory, claude_d
     append(path, user_line("g1", "now work"))
     await rig.engine.sync_path(path)
     assert await rig.client.hget(rig.keys.session("g1"), "hasContent") == b"1"
+
+
+async def test_legacy_sub_agent_is_linked_through_progress_lines(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    """CLI 2.1.39 writes no .meta.json: the main transcript's agent_progress lines link the
+    sub-agent to its Task call, and its events carry that parentToolUseId."""
+    sid = "4d5611e5-241a-462a-8d15-5122611a9569"
+    main = transcript(claude_dir, sid)
+    shutil.copy(JSONL / f"marot__spotter__{sid}.jsonl", main)
+    (main.parent / sid / "subagents").mkdir(parents=True)
+    shutil.copy(JSONL / "marot__spotter__agent-a2898e3.jsonl",
+                main.parent / sid / "subagents" / "agent-a2898e3.jsonl")
+    rig = make_rig(backfill_events=2000)
+    await rig.engine.start()
+    frames = await rig.events(sid)
+    side = [f["event"] for f in frames if f["event"].get("sidechain")]
+    tasks = [b for f in frames for b in f["event"]["blocks"]
+             if b["kind"] == "tool" and b["name"] == "Task"]
+    assert side and {e["parentToolUseId"] for e in side} == {"toolu_017pLRuPHYTX5t99EnLyV53m"}
+    assert "toolu_017pLRuPHYTX5t99EnLyV53m" in [t["toolUseId"] for t in tasks]
+    result = next(b for f in frames for b in f["event"]["blocks"] if b.get("agentId") == "a2898e3")
+    assert (result["kind"], result["toolUseId"]) == ("tool_result", "toolu_017pLRuPHYTX5t99EnLyV53m")
