@@ -9,7 +9,8 @@ Kinds produced (an open union; clients render unknown kinds as a neutral block):
 * ``tool_result`` ``{kind, toolUseId, isError, text?, numLines?, edit?, agentId?, answers?}``;
   a ``<tool_use_error>`` wrapper is removed and makes ``isError`` true. ``agentId`` names
   the sub-agent a Task/Agent call ran (its events carry the same ``agentId``); ``answers``
-  maps each AskUserQuestion question to the answer given.
+  maps each AskUserQuestion question to the answer given. Terminal escape sequences are
+  removed from ``text``.
 * ``image`` / ``document`` ``{kind, mediaType, bytes}``: the decoded size, never the data.
 * any other item ``{kind: <its type>, text?}``.
 
@@ -20,6 +21,7 @@ Long strings are cut by a :class:`Cutter` and the block gains ``truncated: true`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -30,6 +32,14 @@ _ERROR_OPEN = "<tool_use_error>"
 _ERROR_CLOSE = "</tool_use_error>"
 
 Block = dict[str, Any]
+
+#: ANSI escape sequences (CSI, OSC, and two-byte escapes) in command output.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (``/compact`` output holds ``ESC[2m``)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
 
 #: Tool input nested deeper than this is replaced by ``"…"`` (recorded in truncatedFields).
 MAX_INPUT_DEPTH = 32
@@ -202,6 +212,8 @@ def tool_result_blocks(item: dict[str, Any], result: Any, cutter: Cutter, out: l
             text = "\n".join(parts)
     if text is None and isinstance(result, str):
         text = result
+    if text is not None:
+        text = strip_ansi(text)  # command output (Bash) may hold colour codes
     block: Block = {
         "kind": "tool_result",
         "toolUseId": _str(item.get("tool_use_id")),

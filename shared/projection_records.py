@@ -7,10 +7,9 @@ that is published; ``add_extras`` adds the additive event fields.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from shared.blocks import Block, Cutter, content_blocks
+from shared.blocks import Block, Cutter, content_blocks, strip_ansi
 
 #: Assistant stop reasons that end a turn (``tool_use`` and ``pause_turn`` do not).
 TERMINAL_STOPS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
@@ -25,13 +24,7 @@ CONTEXT_PREFIXES = ("<ide_", "<system-reminder>")
 WARMUP_PROMPT = "Warmup"
 #: Sub-agents whose id starts so summarise the conversation for a compaction.
 COMPACTION_AGENT_PREFIX = "acompact"
-#: ANSI escape sequences (CSI, OSC, and two-byte escapes) in command output.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
-
-def strip_ansi(text: str) -> str:
-    """``text`` without terminal escape sequences (``/compact`` output holds ``ESC[2m``)."""
-    return _ANSI.sub("", text) if "\x1b" in text else text
 
 
 def message_content(rec: dict[str, Any]) -> Any:

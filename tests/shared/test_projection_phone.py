@@ -177,3 +177,10 @@ def test_goal_status_attachments_are_surfaced(
     block = encoded(result)["blocks"][0]
     assert (block["kind"], block["text"], block["met"]) == ("goal_status", text, met)
     assert result.title is None and result.turn is None
+
+
+def test_ansi_escapes_are_stripped_from_tool_results() -> None:
+    """Bash output with colour codes reaches the tool_result text without them."""
+    raw = user([{"type": "tool_result", "tool_use_id": "t1",
+                 "content": "\x1b[32mPASS\x1b[0m 3 tests\x1b[K"}])
+    assert encoded(project_line(raw))["blocks"][0]["text"] == "PASS 3 tests"
