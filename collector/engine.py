@@ -20,6 +20,7 @@ from collector.paths import classify
 from collector.publisher import Publisher, now_ms
 from collector.sessions import Projection, end_events, turn_event, turn_hash
 from shared.appendlog import OutEvent
+from shared.ids import valid_session_id
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class Engine:
         self.observers: list[SessionObserver] = []
         self.filesync = FileSync(settings, publisher, metrics, projection, self.root, self.observers)
         self.live_pids: dict[str, int] = {}
+        #: Sessions whose live-process file is gone while their process still runs.
+        self.closing: set[str] = set()
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.backstop_ms = int(settings.turn_backstop_seconds * 1000)
 
@@ -78,6 +81,7 @@ class Engine:
         """Forget everything: Redis lost its data; the next :meth:`start` backfills again."""
         self.files.clear()
         self.live_pids.clear()
+        self.closing.clear()
         self.pub.forget_sessions()
 
     async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
@@ -131,6 +135,7 @@ class Engine:
         """
         live = procfiles.scan(self.sessions_dir)
         now = now_ms()
+        self.closing.clear()
         for sid, info in live.items():
             state = (await self.pub.session(sid)).clone()
             events: list[OutEvent] = []
@@ -167,6 +172,7 @@ class Engine:
                     await self.pub.commit_session(state, [turn_event(sid, change)], turn_hash(change))
                 else:
                     self.pub.sessions[sid] = state
+                self.closing.add(sid)
                 continue
             await self.drain_session(sid)
             state = (await self.pub.session(sid)).clone()
@@ -181,9 +187,14 @@ class Engine:
             del self.live_pids[sid]
 
     async def drain_session(self, sid: str) -> None:
-        """Publish what is unread in every tracked transcript of ``sid`` (sub-agents' too)."""
-        for entry in [e for e in self.files.values() if e.sid == sid]:
-            await self.filesync.sync_path(entry.tail.path)
+        """Publish what is unread in every transcript of ``sid`` (sub-agents' too), including
+        ones the watcher has not reported yet."""
+        paths = {e.tail.path for e in self.files.values() if e.sid == sid}
+        if valid_session_id(sid):
+            paths.update(self.projects.glob(f"*/{sid}.jsonl"))
+            paths.update(self.projects.glob(f"*/{sid}/subagents/*.jsonl"))
+        for path in sorted(paths):
+            await self.filesync.sync_path(path)
 
     def _tell_live(self, sid: str, status: str | None) -> None:
         for observer in self.observers:
