@@ -128,6 +128,15 @@ class Recorder:
                 await self._task
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
 def states(frames: list[Frame], sid: str) -> list[str]:
     return [f["state"] for f in frames if f["type"] == "turn_status" and f["sessionId"] == sid]
 
@@ -198,6 +207,7 @@ class Rig:
     runs: list[CliRun] = field(default_factory=list)
     recorders: dict[str, Recorder] = field(default_factory=dict)
     tmux_name: str | None = None
+    pane_pid: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     pollers: list[LivePoller] = field(default_factory=list)
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
@@ -240,6 +250,17 @@ class Rig:
         command = " ".join([self.claude, *args])
         self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", "200", "-y", "50",
                   "-c", str(self.workdir), command)
+        self.pane_pid = int(self.tmux("list-panes", "-t", "main", "-F", "#{pane_pid}").split()[0])
+
+    async def wait_gone(self, timeout_s: float = 30.0) -> float:
+        """Wait until the pane's process (the CLI) has exited; the time it was seen gone."""
+        assert self.pane_pid is not None
+        deadline = time.monotonic() + timeout_s
+        while running(self.pane_pid):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the CLI still runs after {timeout_s}s:\n{self.screen()}")
+            await asyncio.sleep(0.005)
+        return time.time()
 
     def kill_tmux(self) -> None:
         if self.tmux_name is not None:
