@@ -49,6 +49,11 @@ class CollectorMetrics:
         self.commands = Counter(
             f"{P}commands_total", "Commands executed", ["type", "outcome"], registry=registry
         )
+        self.file_errors = Counter(
+            f"{P}file_errors_total",
+            "Transcripts set aside after a failure of their own (until they change)",
+            registry=registry,
+        )
         self.task_crashes = Counter(
             f"{P}task_crashes_total", "Supervised task crashes, by task", ["task"], registry=registry
         )

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -42,6 +43,8 @@ REDIS_ERRORS = (
     OSError,
 )
 TICK_S = 1.0
+#: Batches read from one file before the other changed files get their turn.
+ROUND_BATCHES = 4
 RESCAN_S = 2.0
 SHUTDOWN_S = 5.0
 
@@ -85,12 +88,16 @@ async def drive(
                 need_start = False
             else:
                 paths, processes, full = wake.take()
+                more: set[Path] = set()
                 if full:
-                    await engine.sync_all()
+                    more |= await engine.sync_all(max_batches=ROUND_BATCHES)
                 for path in sorted(paths):
                     if stop.is_set():
                         break
-                    await engine.sync_path(path)
+                    if await engine.sync_path(path, max_batches=ROUND_BATCHES):
+                        more.add(path)
+                if more:  # round robin: a huge file gets its next turn after the others
+                    wake.add(more)
                 if processes:
                     await engine.sync_processes()
             if commands is not None:

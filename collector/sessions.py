@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from collector.turns import TurnChange, TurnTracker
+from collector.turns import IDLE, WORKING, TurnChange, TurnTracker
 from shared import frames
 from shared.appendlog import OutEvent
 
@@ -73,6 +73,8 @@ class SessionState:
     started_at: int = 0
     live: bool = False
     pid: int | None = None
+    #: Why it last ended (``exit``: its process is gone, so only a new prompt restarts it).
+    end_reason: str = ""
     turn: TurnTracker = field(default_factory=TurnTracker)
 
     @classmethod
@@ -102,6 +104,7 @@ class SessionState:
             started_at=n("startedAt"),
             live=s("live") == "1",
             pid=n("pid") or None,
+            end_reason=s("endReason"),
             turn=turn,
         )
 
@@ -157,6 +160,10 @@ class BatchPlan:
         self.hash: dict[str, str] = {}
         self.activity_ms: int | None = None
         self.published = 0
+        #: toolUseIds of the tool results in this batch (sub-agents' too).
+        self.tool_results: list[str] = []
+        #: Backfill: the newest line that may (re)start the session.
+        self._start_ms: int | None = None
 
     def prime(self, lines: Iterable[LineFacts]) -> None:
         """Learn cwd/entrypoint from the batch before anything is announced."""
@@ -184,31 +191,58 @@ class BatchPlan:
         return line_event(self.state.sid, event)
 
     def line(self, p: LineFacts, encoded: OutEvent | None = None) -> None:
-        """Plan one line; ``encoded`` is its :meth:`encode` when the caller did that already."""
+        """Plan one line; ``encoded`` is its :meth:`encode` when the caller did that already.
+
+        Only a published line starts a session that is not live, and one whose process
+        exited only by a new prompt: the CLI writes bookkeeping, and after SIGINT a partial
+        answer, after it removed its live-process file.
+        """
         st = self.state
         if p.timestamp_ms is not None:
             ts = min(p.timestamp_ms, self.now_ms)
             self.activity_ms = max(self.activity_ms or 0, ts)
         else:
             ts = self.activity_ms or self.now_ms
-        if not self.collapse and not st.live and self._recent(ts):
-            self._start(ts)
         ev = encoded if encoded is not None else self.encode(p)
+        sidechain = p.is_sidechain or self.agent_id is not None
+        if ev is not None and not st.live and self._may_start(p, sidechain):
+            if self.collapse:
+                self._start_ms = max(self._start_ms or 0, ts)
+            elif self._recent(ts):
+                self._start(ts)
         if ev is not None:
             self.published += 1
             if self.collapse:
                 self._kept.append(ev)
             else:
                 self.events.append(ev)
-        if p.is_sidechain or self.agent_id:
-            st.turn.on_line(None, ts)
+        event = p.event or {}
+        blocks = event.get("blocks") or []
+        self.tool_results += [
+            str(b.get("toolUseId")) for b in blocks if b.get("kind") == "tool_result"
+        ]
+        if sidechain:
+            st.turn.on_activity(ts)
             return
         if p.title is not None:
             self._title(*p.title)
-        change = st.turn.on_line(p.turn, ts)
+        turn = p.turn
+        if turn == IDLE and event.get("type") == "assistant" and blocks and all(
+            b.get("kind") in ("thinking", "redacted_thinking") for b in blocks
+        ):
+            turn = None  # every line of a message carries its final stop_reason: the text follows
+        activity = event.get("type") == "assistant" or any(
+            b.get("kind") == "tool_result" for b in blocks
+        )
+        change = st.turn.on_line(turn, ts, activity=activity)
         if change is not None and not self.collapse:
             self.events.append(turn_event(st.sid, change))
             self.hash.update(turn_hash(change))
+
+    def _may_start(self, p: LineFacts, sidechain: bool) -> bool:
+        if self.state.end_reason != "exit":
+            return True
+        return p.turn == WORKING and not sidechain
 
     def finish(self) -> None:
         """Close the plan: collapsed history, the final title/turn, the activity stamp."""
@@ -216,9 +250,9 @@ class BatchPlan:
         if self.collapse:
             head: list[OutEvent] = []
             if not st.live and (
-                st.pid is not None or (self.activity_ms and self._recent(self.activity_ms))
+                st.pid is not None or (self._start_ms is not None and self._recent(self._start_ms))
             ):
-                self._start(self.activity_ms or self.now_ms, into=head)
+                self._start(self._start_ms or self.activity_ms or self.now_ms, into=head)
             tail: list[OutEvent] = []
             if st.title != orig.title and st.title:
                 tail.append(line_event(st.sid, self._title_event(st.title)))
@@ -247,6 +281,7 @@ class BatchPlan:
         st = self.state
         st.live = True
         st.started_at = ts
+        st.end_reason = ""
         prefix = frames.session_started(
             st.sid,
             cwd=st.cwd,
@@ -265,6 +300,7 @@ class BatchPlan:
                 "startedAt": str(ts),
                 "live": "1",
                 "ended": "0",
+                "endReason": "",
             }
         )
 
@@ -283,7 +319,7 @@ class BatchPlan:
 def end_events(state: SessionState, *, reason: str, now_ms: int) -> tuple[list[OutEvent], dict[str, str]]:
     """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
     events: list[OutEvent] = []
-    h: dict[str, str] = {"live": "0", "ended": "1"}
+    h: dict[str, str] = {"live": "0", "ended": "1", "endReason": reason}
     change = state.turn.on_end(now_ms)
     if change is not None:
         events.append(turn_event(state.sid, change))
@@ -291,4 +327,5 @@ def end_events(state: SessionState, *, reason: str, now_ms: int) -> tuple[list[O
     events.append(OutEvent(frames.SESSION_ENDED, frames.session_ended(state.sid, reason=reason)))
     state.live = False
     state.pid = None
+    state.end_reason = reason
     return events, h

@@ -17,12 +17,18 @@ class DriverError(Exception):
 class TurnHooks(Protocol):
     """What the collector's turn tracking learns from commands."""
 
-    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
+    async def prompt_started(
+        self, session_id: str, trace_id: str | None, at_ms: int, *, run: bool = False
+    ) -> None:
         """A prompt sent through relaybus started a turn (``working``) at ``at_ms``.
 
         ``at_ms`` is taken before the prompt reached Claude Code, so transcript lines it
-        causes are never older than it.
+        causes are never older than it. ``run``: relaybus's own headless run carries it
+        (until :meth:`prompt_ended`, the live file's ``idle`` does not end the turn).
         """
 
     async def prompt_ended(self, session_id: str) -> None:
         """The headless run of that prompt ended (``idle``)."""
+
+    async def prompt_failed(self, session_id: str, code: str, message: str) -> None:
+        """The headless run failed after its prompt was reported sent: tell the watchers."""

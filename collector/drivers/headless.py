@@ -90,7 +90,7 @@ class HeadlessDriver:
         self._runs[session_id] = run
         log.info("headless run started: session=%s pid=%d new=%s", session_id, proc.pid, new)
         try:
-            await self._hooks.prompt_started(session_id, trace_id, at_ms)
+            await self._hooks.prompt_started(session_id, trace_id, at_ms, run=True)
         finally:
             self._spawn(run, self._watch(run))
         return proc.pid
