@@ -6,8 +6,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.realcli import checks
 from tests.realcli.rig import rig, started_sid
 from tests.support.netns import run_isolated
@@ -59,8 +57,6 @@ async def print_then_resume(root: Path) -> dict[str, Any]:
         return r.report(sid=sid, notes_after=(work / "notes.txt").read_text())
 
 
-@pytest.mark.xfail(strict=False, reason="collector restarts a session on a trailing bookkeeping "
-                   "line after most exits (issue 10 item 1, branch state)")
 def test_print_runs_watched_live(tmp_path: Path) -> None:
     """A tool run with a sub-agent and its --resume turn: every line once, one working→idle per
     run, not live 2 s after each exit; a resume of an unknown id exits 1 naming the reason."""
