@@ -31,6 +31,7 @@ from tests.support.collector_proc import CollectorProc
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
+from tests.support.netns import claude_binary
 from tests.support.netns_inside import assert_isolated
 from tests.support.servers import RedisServer, free_port
 
@@ -382,7 +383,7 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     """Everything a scenario needs, started inside the namespace; stopped in reverse order."""
     assert_isolated()
-    claude = os.environ["RELAYBUS_TEST_CLAUDE_BIN"]
+    claude = os.environ.get("RELAYBUS_TEST_CLAUDE_BIN") or str(claude_binary())
     tmp = Path(tempfile.mkdtemp(prefix="rc", dir="/tmp"))
     home, claude_dir, workdir = root / "home", root / "claude", root / "work"
     for d in (home, workdir):
@@ -394,6 +395,7 @@ async def rig(
         server.start()
         stack.callback(server.stop)
         _isolated_env(tmp, home, claude_dir, api.url)
+        os.environ["RELAYBUS_TEST_CLAUDE_BIN"] = claude  # for the next rig of this process
         _seed_config(claude_dir, workdir, settings or {})
         namespace = f"rc{uuid.uuid4().hex[:10]}"
         r = Rig(root, tmp, claude, api, server, namespace, claude_dir, home, workdir, free_port())
