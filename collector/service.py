@@ -173,6 +173,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
     approvals = Approvals(settings, wake.event.set, registry)
+    engine.observers.append(approvals)  # the terminal answering first resolves held requests
     commands = CollectorCommands(
         settings, metrics.commands, wake.event.set,
         extra_handlers={PERMISSION_DECISION: approvals.decide},
