@@ -111,8 +111,9 @@ async def interactive_from_client(root: Path) -> dict[str, Any]:
                         notes_after=(r.workdir / "notes.txt").read_text())
 
 
-@pytest.mark.xfail(strict=False, reason="while relaybus holds the request, waitingFor flips back "
-                   "from 'approve Edit' to the live file's 'permission prompt' (issue 10 item 2)")
+@pytest.mark.xfail(strict=False, reason="after the client's decision the live file still says "
+                   "waiting (permission prompt) for ~1 s and the turn shows waiting again; or "
+                   "waitingFor flips from 'approve Edit' back to the live file's (issue 10 item 2)")
 def test_interactive_permission_decided_from_a_client(tmp_path: Path) -> None:
     """The interactive CLI asks through the hook (and shows its own dialog meanwhile); the
     client's accept is what decides; the edit is made; the turn is working → waiting →
@@ -149,8 +150,6 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
                         answered_at=answered_at, notes_after=(r.workdir / "notes.txt").read_text())
 
 
-@pytest.mark.xfail(strict=True, reason="a request answered in the terminal is not resolved on "
-                   "the client (issue 10 item 3, branch state)")
 def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None:
     """The person answers the CLI's own dialog: the client's request is resolved within a
     second as answered elsewhere, and a late accept_diff is already_resolved."""
