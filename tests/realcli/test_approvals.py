@@ -161,3 +161,51 @@ def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None
     assert resolved["decision"] not in ("allow", "deny"), json.dumps(resolved)
     assert resolved["_at"] - report["answered_at"] < 1.0
     assert (report["late"]["type"], report["late"].get("code")) == ("error", "already_resolved")
+
+
+async def two_parallel_edits(root: Path) -> dict[str, Any]:
+    """Inside: one model message with two Edit calls, ``claude -p`` in default mode; the
+    client accepts each request as it comes."""
+    work = root / "work"
+    turns = [
+        {"content": [{"type": "text", "text": "Two edits at once."},
+                     {"type": "tool_use", "name": "Edit", "input": {
+                         "file_path": str(work / "a.txt"), "old_string": "one", "new_string": "ONE"}},
+                     {"type": "tool_use", "name": "Edit", "input": {
+                         "file_path": str(work / "b.txt"), "old_string": "two", "new_string": "TWO"}}]},
+        {"content": [{"type": "text", "text": "Both edits done."}]},
+    ]
+    async with rig(root, turns, hook=True) as r:
+        (work / "a.txt").write_text("one\n")
+        (work / "b.txt").write_text("two\n")
+        await r.client("observer", auto_watch=False)
+        watcher = await r.client("watcher")
+        run = await r.claude_print(*DEFAULT_MODE.split(), "edit both files")
+        accepted: set[str] = set()
+        while len(accepted) < 2:
+            request = await watcher.until(
+                lambda fs: next((f for f in fs if f["type"] == "permission_request"
+                                 and f["requestKey"] not in accepted), None), 30,
+                f"permission request {len(accepted) + 1}")
+            await watcher.send({"type": "accept_diff", "requestId": f"acc{len(accepted)}",
+                                "requestKey": request["requestKey"]})
+            accepted.add(request["requestKey"])
+        await run.wait(60)
+        sid = started_sid(watcher.frames)
+        return r.report(sid=sid, after=[(work / n).read_text() for n in ("a.txt", "b.txt")])
+
+
+def test_two_parallel_edits_each_matched_to_its_tool_call(tmp_path: Path) -> None:
+    """Two Edit calls in one message ask through two hook runs; each request names its own
+    tool call (matched despite the hook's normalised input), both are accepted and made."""
+    report = run_isolated(f"{__name__}:two_parallel_edits", tmp_path)
+    assert report["runs"][0]["rc"] == 0
+    assert report["after"] == ["ONE\n", "TWO\n"]
+    watcher, sid = report["clients"]["watcher"], report["sid"]
+    requests = checks.of_type(watcher, "permission_request", sid)
+    assert len(requests) == 2
+    tools = {t["input"]["file_path"]: t["toolUseId"] for t in checks.tools(watcher, sid)}
+    assert {r["input"]["file_path"]: r.get("toolUseId") for r in requests} == tools
+    resolved = checks.of_type(watcher, "permission_resolved", sid)
+    assert sorted(f["decision"] for f in resolved) == ["allow", "allow"]
+    checks.assert_every_line_once(report, sid)
