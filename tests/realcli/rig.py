@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
+import pty
 import shutil
+import struct
 import subprocess
 import tempfile
+import termios
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -209,6 +213,9 @@ class Rig:
     recorders: dict[str, Recorder] = field(default_factory=dict)
     tmux_name: str | None = None
     pane_pid: int | None = None
+    pty_master: int | None = None
+    pty_proc: asyncio.subprocess.Process | None = None
+    pty_output: bytes = b""
     notes: dict[str, Any] = field(default_factory=dict)
     pollers: list[LivePoller] = field(default_factory=list)
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
@@ -236,6 +243,49 @@ class Rig:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for turn request {turns}: {got}")
             await asyncio.sleep(0.02)
+
+    # --- a plain terminal (no tmux) ----------------------------------------------------
+    async def start_in_pty(self, *args: str) -> asyncio.subprocess.Process:
+        """The interactive ``claude`` on a pseudo-terminal of its own (200×50), outside tmux;
+        its output is drained into :attr:`pty_output`."""
+        assert_isolated()
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        proc = await asyncio.create_subprocess_exec(
+            self.claude, *args, cwd=self.workdir, stdin=slave, stdout=slave, stderr=slave,
+            start_new_session=True)
+        os.close(slave)
+        self.pty_master = master
+        self.pty_proc = proc
+        asyncio.get_running_loop().add_reader(master, self._drain_pty)
+        return proc
+
+    def _drain_pty(self) -> None:
+        assert self.pty_master is not None
+        try:
+            self.pty_output += os.read(self.pty_master, 65536)
+        except OSError:
+            asyncio.get_running_loop().remove_reader(self.pty_master)
+
+    def pty_type(self, text: str) -> None:
+        assert self.pty_master is not None
+        os.write(self.pty_master, text.encode())
+
+    async def pty_until(self, needle: bytes, since: int = 0, timeout_s: float = 30.0) -> None:
+        """Wait until ``needle`` is in what the terminal showed after byte ``since``."""
+        deadline = time.monotonic() + timeout_s
+        while needle not in self.pty_output[since:]:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {needle!r} on the terminal; tail:\n"
+                                     f"{self.pty_output[-2000:].decode(errors='replace')}")
+            await asyncio.sleep(0.05)
+
+    def close_pty(self) -> None:
+        if self.pty_master is not None:
+            with contextlib.suppress(ValueError, RuntimeError):
+                asyncio.get_running_loop().remove_reader(self.pty_master)
+            os.close(self.pty_master)
+            self.pty_master = None
 
     # --- tmux -----------------------------------------------------------------------------
     def tmux(self, *args: str) -> str:
@@ -428,6 +478,10 @@ async def rig(
                         run.proc.kill()
                         await run.proc.wait()
                 r.kill_tmux()
+                if r.pty_proc is not None and r.pty_proc.returncode is None:
+                    r.pty_proc.kill()
+                    await r.pty_proc.wait()
+                r.close_pty()
 
 
 def _install_hook(r: Rig) -> None:
