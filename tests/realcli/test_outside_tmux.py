@@ -20,6 +20,7 @@ async def plain_terminal(root: Path) -> dict[str, Any]:
     async with rig(root, turns) as r:
         observer = await r.client("observer", auto_watch=False)
         phone = await r.client("watcher")
+        r.poll_live()
         proc = await r.start_in_pty()
         await r.pty_until("❯".encode())
         r.pty_type("hello from the terminal")
