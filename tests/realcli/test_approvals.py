@@ -11,9 +11,13 @@ from typing import Any
 import pytest
 
 from tests.realcli import checks
-from tests.realcli.rig import Recorder, Rig, rig, started_sid
+from tests.realcli.observe import Recorder, started_sid
+from tests.realcli.rig import Rig, rig
+from tests.realcli.terminals import Tmux
 from tests.realcli.test_tmux import PROMPT_MARK, wait_ready
 from tests.support.netns import run_isolated
+
+pytestmark = pytest.mark.realcli
 
 DEFAULT_MODE = "--permission-mode default"
 
@@ -88,22 +92,22 @@ def test_print_mode_permission_decided_from_a_client(tmp_path: Path) -> None:
     checks.assert_every_line_once(report, sid)
 
 
-async def _interactive_edit(r: Rig) -> tuple[Recorder, Recorder, str, dict[str, Any]]:
+async def _interactive_edit(r: Rig) -> tuple[Tmux, Recorder, str, dict[str, Any]]:
     (r.workdir / "notes.txt").write_text("alpha\nbeta\ngamma\n")
     observer = await r.client("observer", auto_watch=False)
     watcher = await r.client("watcher")
-    r.start_interactive(DEFAULT_MODE)
-    await wait_ready(r)
-    await r.type_keys("edit the notes")
+    term = r.start_interactive(DEFAULT_MODE)
+    await wait_ready(term)
+    await term.type_keys("edit the notes")
     sid: str = await observer.until(started_sid, 30, "session_started")
-    return observer, watcher, sid, await _request(watcher)
+    return term, watcher, sid, await _request(watcher)
 
 
 async def interactive_from_client(root: Path) -> dict[str, Any]:
     """Inside: the interactive CLI asks; the client accepts while the CLI shows its dialog."""
     async with rig(root, edit_turns(root / "work"), hook=True) as r:
-        _observer, watcher, sid, request = await _interactive_edit(r)
-        dialog = r.screen()
+        term, watcher, sid, request = await _interactive_edit(r)
+        dialog = term.screen()
         ack = await _accept(watcher, request)
         resolved = await _resolved(watcher)
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
@@ -132,10 +136,10 @@ def test_interactive_permission_decided_from_a_client(tmp_path: Path) -> None:
 async def interactive_in_terminal(root: Path) -> dict[str, Any]:
     """Inside: the interactive CLI asks; the person answers its dialog in the terminal."""
     async with rig(root, edit_turns(root / "work"), hook=True) as r:
-        _observer, watcher, sid, request = await _interactive_edit(r)
-        dialog = await r.screen_until(lambda s: "Do you want" in s, 20, "the CLI's own dialog")
+        term, watcher, sid, request = await _interactive_edit(r)
+        dialog = await term.screen_until(lambda s: "Do you want" in s, 20, "the CLI's own dialog")
         answered_at = time.time()
-        await r.type_keys("", enter=True)
+        await term.type_keys("", enter=True)
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
         resolved = None
         with contextlib.suppress(AssertionError):  # the test says what was missing
@@ -145,7 +149,7 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
             await watcher.send({"type": "accept_diff", "requestId": "late",
                                 "requestKey": request["requestKey"]})
             late = await watcher.reply("late")
-        await r.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt again")
+        await term.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt again")
         return r.report(sid=sid, request=request, resolved=resolved, late=late, dialog=dialog,
                         answered_at=answered_at, notes_after=(r.workdir / "notes.txt").read_text())
 
@@ -167,7 +171,7 @@ async def two_parallel_edits(root: Path) -> dict[str, Any]:
     """Inside: one model message with two Edit calls, ``claude -p`` in default mode; the
     client accepts each request as it comes."""
     work = root / "work"
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "Two edits at once."},
                      {"type": "tool_use", "name": "Edit", "input": {
                          "file_path": str(work / "a.txt"), "old_string": "one", "new_string": "ONE"}},

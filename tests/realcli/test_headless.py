@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from tests.realcli import checks
-from tests.realcli.rig import Recorder, Rig, rig, started_sid
+from tests.realcli.observe import Recorder, started_sid
+from tests.realcli.rig import Rig, rig
 from tests.support.netns import run_isolated
+
+pytestmark = pytest.mark.realcli
 
 SLOW = " ".join(f"word{i}" for i in range(200))
 
@@ -50,7 +53,7 @@ async def _first_session(r: Rig, observer: Recorder) -> str:
 
 async def prompt_and_interrupt(root: Path) -> dict[str, Any]:
     """Inside: a prompt from the client, then a slow one interrupted from the client."""
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "First answer."}]},
         {"content": [{"type": "thinking", "thinking": "A phone asks."},
                      {"type": "text", "text": "Answer for the phone."}]},
@@ -105,7 +108,7 @@ def test_prompt_and_interrupt_from_a_client(tmp_path: Path) -> None:
 
 async def followup_while_exiting(root: Path) -> dict[str, Any]:
     """Inside: a slow prompt interrupted from the client, the next prompt sent at once."""
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "First answer."}]},
         {"content": [{"type": "text", "text": SLOW}], "delay_s": 0.1},
         {"content": [{"type": "text", "text": "Answer to the follow-up."}]},
@@ -136,7 +139,7 @@ def test_followup_prompt_while_the_run_exits_is_queued(tmp_path: Path) -> None:
 
 async def new_conversation(root: Path) -> dict[str, Any]:
     """Inside: new_conversation, its first prompt, the exit."""
-    turns = [{"content": [{"type": "text", "text": "Hello, new conversation here."}]}]
+    turns: list[dict[str, Any]] = [{"content": [{"type": "text", "text": "Hello, new conversation here."}]}]
     async with rig(root, turns) as r:
         observer = await r.client("observer", auto_watch=False)
         phone = await r.client("watcher")
@@ -167,7 +170,7 @@ def test_new_conversation_then_first_prompt(tmp_path: Path) -> None:
 
 async def failing_prompt(root: Path) -> dict[str, Any]:
     """Inside: a client's prompt whose run fails (the API refuses it: ``claude -p`` exits 1)."""
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "First answer."}]},
         # a 403 is not retried (a 400 is, once): the run exits 1
         {"error": {"status": 403, "type": "permission_error", "message": "fake refusal"}},

@@ -9,23 +9,24 @@ from typing import Any
 import pytest
 
 from tests.realcli import checks
-from tests.realcli.rig import rig, started_sid
+from tests.realcli.observe import started_sid
+from tests.realcli.rig import rig
 from tests.support.netns import run_isolated
+
+pytestmark = pytest.mark.realcli
 
 
 async def plain_terminal(root: Path) -> dict[str, Any]:
     """Inside: claude on its own pseudo-terminal; a typed prompt; then a client's prompt and
     interrupt for that live session; /exit typed."""
-    turns = [{"content": [{"type": "text", "text": "Hello, plain terminal."}]}]
+    turns: list[dict[str, Any]] = [{"content": [{"type": "text", "text": "Hello, plain terminal."}]}]
     async with rig(root, turns) as r:
         observer = await r.client("observer", auto_watch=False)
         phone = await r.client("watcher")
         r.poll_live()
-        proc = await r.start_in_pty()
-        await r.pty_until("❯".encode())
-        r.pty_type("hello from the terminal")
-        await asyncio.sleep(0.3)
-        r.pty_type("\r")
+        term = await r.start_in_pty()
+        await term.until("❯".encode())
+        await term.type_keys("hello from the terminal")
         sid: str = await observer.until(started_sid, 30, "session_started")
         await phone.until(lambda fs: "Hello, plain terminal." in checks.texts(fs, sid), 30, "reply")
         await phone.send({"type": "prompt", "requestId": "p", "sessionId": sid,
@@ -33,10 +34,9 @@ async def plain_terminal(root: Path) -> dict[str, Any]:
         prompt_reply = await phone.reply("p")
         await phone.send({"type": "interrupt_request", "requestId": "i", "sessionId": sid})
         interrupt_reply = await phone.reply("i")
-        r.pty_type("/exit")
-        await asyncio.sleep(0.3)
-        r.pty_type("\r")
-        rc = await asyncio.wait_for(proc.wait(), 30)
+        await term.type_keys("/exit")
+        assert term.proc is not None
+        rc = await asyncio.wait_for(term.proc.wait(), 30)
         return r.report(sid=sid, prompt_reply=prompt_reply, interrupt_reply=interrupt_reply,
                         rc=rc, turns=len([q for q in r.api.requests if q["kind"] == "turn"]))
 

@@ -6,9 +6,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.realcli import checks
-from tests.realcli.rig import rig, started_sid
+from tests.realcli.observe import started_sid
+from tests.realcli.rig import rig
 from tests.support.netns import run_isolated
+
+pytestmark = pytest.mark.realcli
 
 ALLOW_TOOLS = {"permissions": {"allow": ["Read", "Edit", "Write", "Bash", "Agent"]}}
 
@@ -71,7 +76,7 @@ def test_print_runs_watched_live(tmp_path: Path) -> None:
     checks.assert_not_live_after(report, sid, first["ended"], until=second["started"])
     checks.assert_not_live_after(report, sid, second["ended"])
 
-    turns = [q for q in report["requests"] if q["kind"] == "turn"]
+    turns: list[dict[str, Any]] = [q for q in report["requests"] if q["kind"] == "turn"]
     assert len(turns) == 8 and not any(q["exhausted"] for q in turns)
     side = [e for e in checks.events(watcher, sid) if e["event"].get("sidechain")]
     assert "Sub-agent: the notes look fine." in checks.texts(side, sid)

@@ -8,21 +8,25 @@ from typing import Any
 import pytest
 
 from tests.realcli import checks
-from tests.realcli.rig import Recorder, Rig, rig
+from tests.realcli.observe import Recorder
+from tests.realcli.rig import rig
+from tests.realcli.terminals import Tmux
 from tests.support.netns import run_isolated
+
+pytestmark = pytest.mark.realcli
 
 SLOW = " ".join(f"word{i}" for i in range(300))
 INTERRUPTED = "[Request interrupted by user]"
 PROMPT_MARK = "❯"
 
 
-async def wait_ready(r: Rig) -> None:
+async def wait_ready(term: Tmux) -> None:
     """The CLI shows its input prompt (no first-run dialog in the way)."""
-    screen = await r.screen_until(lambda s: PROMPT_MARK in s or "Do you want" in s, 30, "the prompt")
+    screen = await term.screen_until(lambda s: PROMPT_MARK in s or "Do you want" in s, 30, "the prompt")
     assert "Do you want" not in screen, f"a first-run dialog is in the way:\n{screen}"
 
 
-async def idle_turn(r: Rig, obs: Recorder, sid: str, mark: int, what: str) -> list[str]:
+async def idle_turn(obs: Recorder, sid: str, mark: int, what: str) -> list[str]:
     """Wait for the turn begun at ``mark`` to end (``idle``, and the CLI back at its prompt)."""
     await obs.until(lambda fs: checks.states(fs[mark:], sid)[-1:] == ["idle"]
                     and "working" in checks.states(fs[mark:], sid), 60, what)
@@ -32,7 +36,7 @@ async def idle_turn(r: Rig, obs: Recorder, sid: str, mark: int, what: str) -> li
 async def interactive(root: Path) -> dict[str, Any]:
     """Inside: claude in tmux; a typed prompt, a client's prompt and multi-line prompt, a slow
     turn interrupted from the client (Escape), /exit typed."""
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "Hello, terminal."}]},
         {"content": [{"type": "thinking", "thinking": "The phone asks."},
                      {"type": "text", "text": "Hello, phone."}]},
@@ -43,33 +47,33 @@ async def interactive(root: Path) -> dict[str, Any]:
         observer = await r.client("observer", auto_watch=False)
         phone = await r.client("watcher")
         r.poll_live()
-        r.start_interactive()
-        await wait_ready(r)
+        term = r.start_interactive()
+        await wait_ready(term)
         marks: dict[str, Any] = {"typed": len(observer.frames)}
-        await r.type_keys("hello from the terminal")
+        await term.type_keys("hello from the terminal")
         sid: str = await observer.until(
             lambda fs: next((f["sessionId"] for f in fs if f["type"] == "session_started"), None),
             30, "session_started")
-        marks["typed_states"] = await idle_turn(r, observer, sid, marks["typed"], "typed turn")
+        marks["typed_states"] = await idle_turn(observer, sid, marks["typed"], "typed turn")
         for name, message in (("phone", "hello from the phone"),
                               ("multi", "first line of the prompt\nsecond line of the prompt")):
             marks[name] = len(observer.frames)
             await phone.send({"type": "prompt", "requestId": name, "sessionId": sid,
                               "message": message})
             marks[f"{name}_reply"] = await phone.reply(name)
-            marks[f"{name}_states"] = await idle_turn(r, observer, sid, marks[name], name)
+            marks[f"{name}_states"] = await idle_turn(observer, sid, marks[name], name)
         marks["slow"] = len(observer.frames)
         await phone.send({"type": "prompt", "requestId": "slow", "sessionId": sid,
                           "message": "slow answer please"})
         marks["slow_reply"] = await phone.reply("slow")
         await r.wait_request(4)
-        await r.screen_until(lambda s: "word3" in s, 20, "the slow answer streaming")
+        await term.screen_until(lambda s: "word3" in s, 20, "the slow answer streaming")
         await phone.send({"type": "interrupt_request", "requestId": "esc", "sessionId": sid})
         marks["esc_reply"] = await phone.reply("esc")
-        marks["slow_states"] = await idle_turn(r, observer, sid, marks["slow"], "interrupted turn")
-        await r.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt after Escape")
-        await r.type_keys("/exit")
-        marks["exited_at"] = await r.wait_gone(30)
+        marks["slow_states"] = await idle_turn(observer, sid, marks["slow"], "interrupted turn")
+        await term.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt after Escape")
+        await term.type_keys("/exit")
+        marks["exited_at"] = await term.wait_gone(30)
         await r.listing_after(observer, sid, marks["exited_at"])
         return r.report(sid=sid, marks=marks)
 
