@@ -52,6 +52,8 @@ class Engine:
         self.observers: list[SessionObserver] = []
         self.filesync = FileSync(settings, publisher, metrics, projection, self.root, self.observers)
         self.live_pids: dict[str, int] = {}
+        #: Sessions whose live-process file is gone while their process still runs.
+        self.closing: set[str] = set()
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.backstop_ms = int(settings.turn_backstop_seconds * 1000)
 
@@ -78,6 +80,7 @@ class Engine:
         """Forget everything: Redis lost its data; the next :meth:`start` backfills again."""
         self.files.clear()
         self.live_pids.clear()
+        self.closing.clear()
         self.pub.forget_sessions()
 
     async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
@@ -131,6 +134,7 @@ class Engine:
         """
         live = procfiles.scan(self.sessions_dir)
         now = now_ms()
+        self.closing.clear()
         for sid, info in live.items():
             state = (await self.pub.session(sid)).clone()
             events: list[OutEvent] = []
@@ -167,6 +171,7 @@ class Engine:
                     await self.pub.commit_session(state, [turn_event(sid, change)], turn_hash(change))
                 else:
                     self.pub.sessions[sid] = state
+                self.closing.add(sid)
                 continue
             await self.drain_session(sid)
             state = (await self.pub.session(sid)).clone()
