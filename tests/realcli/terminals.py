@@ -51,8 +51,8 @@ class Tmux:
         """Type ``text`` as a person would (literal keys), then Enter."""
         if text:
             self.run("send-keys", "-t", "main", "-l", "--", text)
-        if enter:
             await asyncio.sleep(0.3)  # a person's pause; Enter at once can land in the same paste
+        if enter:
             self.run("send-keys", "-t", "main", "Enter")
 
     async def screen_until(self, pred: Callable[[str], bool], timeout_s: float = 30.0,
@@ -111,8 +111,8 @@ class Pty:
         assert self.master is not None
         if text:
             os.write(self.master, text.encode())
-        if enter:
             await asyncio.sleep(0.3)
+        if enter:
             os.write(self.master, b"\r")
 
     async def until(self, needle: bytes, since: int = 0, timeout_s: float = 30.0) -> None:

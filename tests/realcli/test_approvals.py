@@ -138,8 +138,8 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
     async with rig(root, edit_turns(root / "work"), hook=True) as r:
         term, watcher, sid, request = await _interactive_edit(r)
         dialog = await term.screen_until(lambda s: "Do you want" in s, 20, "the CLI's own dialog")
-        answered_at = time.time()
         await term.type_keys("", enter=True)
+        answered_at = time.time()
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
         resolved = None
         with contextlib.suppress(AssertionError):  # the test says what was missing

@@ -127,8 +127,6 @@ async def followup_while_exiting(root: Path) -> dict[str, Any]:
         return r.report(sid=sid, ack=ack, followup=followup)
 
 
-@pytest.mark.xfail(strict=False, reason="a prompt sent while the interrupted run is still exiting "
-                   "is refused with busy, not queued (issue 10 item 4, branch state); racy")
 def test_followup_prompt_while_the_run_exits_is_queued(tmp_path: Path) -> None:
     """A prompt sent right after an interrupt_ack is queued and run next, not refused busy."""
     report = run_isolated(f"{__name__}:followup_while_exiting", tmp_path)
@@ -188,8 +186,6 @@ async def failing_prompt(root: Path) -> dict[str, Any]:
         return r.report(sid=sid, sent=sent, failure=failure)
 
 
-@pytest.mark.xfail(strict=True, reason="a headless run that exits non-zero is not reported to "
-                   "the client (issue 10 item 4, branch state)")
 def test_failing_prompt_is_answered(tmp_path: Path) -> None:
     """A prompt whose claude -p run exits 1 reaches the client as an error naming the reason."""
     report = run_isolated(f"{__name__}:failing_prompt", tmp_path)

@@ -41,8 +41,6 @@ async def plain_terminal(root: Path) -> dict[str, Any]:
                         rc=rc, turns=len([q for q in r.api.requests if q["kind"] == "turn"]))
 
 
-@pytest.mark.xfail(strict=True, reason="a prompt to a live interactive session outside tmux starts "
-                   "a second writer instead of a clear refusal (issue 10 item 4, branch state)")
 def test_prompt_to_a_session_relaybus_cannot_type_into_is_refused(tmp_path: Path) -> None:
     """A client's prompt to an interactive CLI running outside tmux is refused with a clear
     code (no second claude on the same transcript); its interrupt is interrupt_ack

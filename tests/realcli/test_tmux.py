@@ -78,9 +78,6 @@ async def interactive(root: Path) -> dict[str, Any]:
         return r.report(sid=sid, marks=marks)
 
 
-@pytest.mark.xfail(strict=False, reason="a typed first prompt flickers (the live file says busy, "
-                   "idle ~70 ms later, busy again before the turn's first line), and after /exit "
-                   "the session is sometimes live 2 s later (issue 10 items 1-2, branch state)")
 def test_interactive_cli_in_tmux(tmp_path: Path) -> None:
     """The interactive CLI in tmux: each prompt (typed, from a client, multi-line) is one
     working→idle, Escape from a client interrupts, /exit ends the session (not live 2 s
