@@ -9,7 +9,9 @@ emitted once and consecutive duplicates never are:
   ``busy`` when a run starts and, interactively, 60–140 ms before a turn's last transcript
   lines. So ``idle`` counts only after ``busy`` was seen since the last prompt, never while
   relaybus's own headless run is active, and only once the transcript ended the turn too
-  (or the live file kept saying ``idle`` for :data:`LIVE_IDLE_GRACE_MS`);
+  (or the live file kept saying ``idle`` for :data:`LIVE_IDLE_GRACE_MS`) — a ``busy`` opens a
+  turn for the transcript to end, since the interactive CLI also flips ``busy`` → ``idle`` →
+  ``busy`` before a typed prompt's line and between tool calls;
 * the transcript's turn signals (the projection's ``turn`` per line);
 * a long backstop that turns a silent ``working`` into ``idle``; any main-session assistant
   or tool-result line after it brings ``working`` back.
@@ -122,6 +124,10 @@ class TurnTracker:
         if mapped in (WORKING, WAITING):
             self.busy_seen = True
             self.backstopped = False
+            # A turn began (typed in the terminal, its lines not written yet): only the
+            # transcript ends it, or the live file's idle held for the grace.
+        if mapped == WORKING:
+            self.transcript = WORKING
         if mapped != WAITING:
             self.live_waiting_stale = False
         self.live = mapped

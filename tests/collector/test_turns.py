@@ -139,3 +139,17 @@ def test_a_client_decision_ends_the_live_files_waiting_for_that_request() -> Non
     assert t.on_live("waiting", "permission prompt", 60) == TurnChange("waiting", 60, "permission prompt")
     assert t.on_approval("approve Bash", 70) == TurnChange("waiting", 70, "approve Bash")
     assert t.on_approval(None, 80) == TurnChange("waiting", 80, "permission prompt")
+
+
+def test_interactive_idle_between_busy_flips_is_no_turn_end() -> None:
+    """Typed in the terminal: busy, idle ~70 ms later (before the prompt's line), busy again;
+    and busy -> idle -> busy between tool calls: one working, then idle at the turn's end."""
+    t = TurnTracker(state="idle", transcript="idle")
+    assert t.on_live("busy", None, 0) == TurnChange("working", 0)
+    assert t.on_live("idle", None, 70) is None
+    assert t.on_line("working", 80) is None
+    assert t.on_live("busy", None, 270) is None
+    assert t.on_live("idle", None, 500) is None  # between tool calls
+    assert t.on_live("busy", None, 600) is None
+    assert t.on_live("idle", None, 900) is None
+    assert t.on_line("idle", 1000) == TurnChange("idle", 1000)
