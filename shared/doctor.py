@@ -16,15 +16,15 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from shared import claude_settings, hookcli
+from shared.lan import lan_address
 from shared.preflight import claude_dir_problem, port_problem
 from shared.redis_conn import RedisRefused, probe, redis_address
 from shared.settings import Settings
-from shared.up import lan_address
 
 OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 CONNECT_TIMEOUT_S = 2.0
@@ -151,10 +151,10 @@ def check_prompts(settings: Settings) -> Check:
     return Check(OK, "prompts", f"allowed on this machine, run with {found}")
 
 
-def check_lan(settings: Settings, lan: Callable[[], str] = lan_address) -> Check:
+def check_lan(settings: Settings) -> Check:
     """Phones use ``http://<lan address>:<port>``: connect there, to the running gateway or
     to a listener bound the way the gateway binds."""
-    address, port = lan(), settings.gateway_port
+    address, port = lan_address(), settings.gateway_port
     url = f"http://{address}:{port}/"
     if address.startswith("127."):
         return Check(WARN, "lan", "this machine has no LAN address (no default route): phones "

@@ -18,7 +18,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -33,6 +32,7 @@ from gateway.auth import AuthConfigError, TokenTable
 from gateway.main import GatewayStartError
 from gateway.main import serve as serve_gateway
 from shared.embedded import EmbeddedServer, EmbeddedServerError, write_private
+from shared.lan import lan_address
 from shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
 from shared.redis_conn import RedisRefused, probe, redis_address, wait_for_redis
 from shared.settings import Settings
@@ -41,9 +41,6 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_S = 30.0
 READY_TIMEOUT_S = 60.0
-#: A non-routable address: connecting a UDP socket to it selects the outgoing interface
-#: without sending a packet.
-_PROBE_ADDR = ("10.254.254.254", 1)
 
 
 def state_dir() -> Path:
@@ -62,17 +59,6 @@ def ensure_token(directory: Path) -> str:
         write_private(path, token + "\n")
         log.info("generated a client token in %s", path)
     return token
-
-
-def lan_address() -> str:
-    """This machine's address on its LAN (the interface of the default route), else loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(_PROBE_ADDR)  # UDP connect: a routing decision, no traffic
-            address = str(s.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
-    return "127.0.0.1" if address.startswith("0.") else address
 
 
 def phone_url(settings: Settings, token: str | None) -> str:
