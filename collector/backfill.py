@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from collector.tailer import open_regular
+
 SCAN_CHUNK = 64 * 1024
 
 
@@ -19,7 +21,7 @@ def wants_history(mtime: float, now: float, *, max_age_hours: float, events: int
 
 def last_line_end(path: Path, size: int) -> int:
     """Offset just past the last ``\\n`` within the first ``size`` bytes (0 if none)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         pos = size
         while pos > 0:
             start = max(0, pos - SCAN_CHUNK)

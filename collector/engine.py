@@ -68,17 +68,23 @@ class Engine:
         self.live_pids.clear()
         self.pub.forget_sessions()
 
-    async def sync_all(self, *, initial: bool = False) -> None:
-        """The safety-net rescan: every transcript on disk, plus files that vanished."""
+    async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
+        """The safety-net rescan: every transcript on disk, plus files that vanished.
+
+        Returns the files left with unread lines after ``max_batches`` batches each.
+        """
         seen: set[str] = set()
+        more: set[Path] = set()
         for path in self._walk():
             tp = classify(self.root, path)
             if tp is not None:
                 seen.add(tp.key)
-                await self.sync_path(path, initial=initial)
+                if await self.sync_path(path, initial=initial, max_batches=max_batches):
+                    more.add(path)
         for key in [k for k in self.files if k not in seen]:
             await self.sync_path(self.root / key)
         self._gauges()
+        return more
 
     def _walk(self) -> list[Path]:
         out: list[Path] = []
@@ -92,9 +98,14 @@ class Engine:
         self.metrics.file_lag.set(sum(e.tail.lag_bytes for e in self.files.values()))
         self.metrics.sessions_live.set(sum(1 for s in self.pub.sessions.values() if s.live))
 
-    async def sync_path(self, path: Path, *, initial: bool = False) -> None:
-        """Publish what is new in one transcript (under backfill rules if ``initial``)."""
-        await self.filesync.sync_path(path, initial=initial)
+    async def sync_path(
+        self, path: Path, *, initial: bool = False, max_batches: int | None = None
+    ) -> bool:
+        """Publish what is new in one transcript (under backfill rules if ``initial``).
+
+        At most ``max_batches`` batches (None: all); True when lines are left to read.
+        """
+        return await self.filesync.sync_path(path, initial=initial, max_batches=max_batches)
 
     # --- live processes and timers --------------------------------------------------
 

@@ -49,19 +49,24 @@ class CollectorMetrics:
         self.commands = Counter(
             f"{P}commands_total", "Commands executed", ["type", "outcome"], registry=registry
         )
+        self.file_errors = Counter(
+            f"{P}file_errors_total",
+            "Transcripts set aside after a failure of their own (until they change)",
+            registry=registry,
+        )
         self.task_crashes = Counter(
             f"{P}task_crashes_total", "Supervised task crashes, by task", ["task"], registry=registry
         )
 
 
 @contextmanager
-def metrics_server(registry: CollectorRegistry, port: int) -> Iterator[int]:
-    """Serve ``/metrics`` on ``port`` (0 = off) for the duration of the block; yields the port."""
+def metrics_server(registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> Iterator[int]:
+    """Serve ``/metrics`` on ``host:port`` (0 = off) for the duration of the block; yields the port."""
     if port == 0:
         yield 0
         return
-    server, thread = start_http_server(port, registry=registry)
-    log.info("metrics on :%d/metrics", port)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    log.info("metrics on %s:%d/metrics", host, port)
     try:
         yield port
     finally:

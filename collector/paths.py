@@ -8,12 +8,16 @@ Layout (``<claude>`` = ``settings.claude_dir``):
   session is only known from its records' ``sessionId``.
 
 Sub-agent lines belong to the parent session's stream; they never form sessions of their own.
+A session or agent id outside Claude Code's id shape (``shared.ids``) is not a transcript:
+its name could splice Redis keys (``<sid>:events``) or read as a command-line option.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from shared.ids import valid_session_id
 
 AGENT_PREFIX = "agent-"
 SUFFIX = ".jsonl"
@@ -43,8 +47,11 @@ def classify(claude_dir: Path, path: Path) -> TranscriptPath | None:
         return None
     if len(parts) == 3:
         if stem.startswith(AGENT_PREFIX):
-            return TranscriptPath(key, None, stem[len(AGENT_PREFIX) :] or None)
-        return TranscriptPath(key, stem, None)
+            agent = stem[len(AGENT_PREFIX) :]
+            return TranscriptPath(key, None, agent) if valid_session_id(agent) else None
+        return TranscriptPath(key, stem, None) if valid_session_id(stem) else None
     if len(parts) == 5 and parts[3] == "subagents" and stem.startswith(AGENT_PREFIX):
-        return TranscriptPath(key, parts[2], stem[len(AGENT_PREFIX) :] or None)
+        agent = stem[len(AGENT_PREFIX) :]
+        if valid_session_id(parts[2]) and valid_session_id(agent):
+            return TranscriptPath(key, parts[2], agent)
     return None

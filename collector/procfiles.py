@@ -14,6 +14,9 @@ from pathlib import Path
 
 import orjson
 
+from collector.tailer import open_regular
+from shared.ids import valid_session_id
+
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024
 
@@ -40,7 +43,7 @@ def parse(raw: bytes) -> LiveProcess | None:
         pid = int(pid)
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
-    if not isinstance(sid, str) or not sid:
+    if not valid_session_id(sid):
         return None
     return LiveProcess(
         pid=pid,
@@ -77,7 +80,7 @@ def scan(sessions_dir: Path) -> dict[str, LiveProcess]:
         if not entry.name.endswith(".json"):
             continue
         try:
-            with open(entry.path, "rb") as f:
+            with open_regular(entry.path) as f:
                 info = parse(f.read(MAX_FILE_BYTES))
         except OSError:
             continue

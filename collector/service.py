@@ -11,6 +11,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -43,6 +44,8 @@ REDIS_ERRORS = (
     OSError,
 )
 TICK_S = 1.0
+#: Batches read from one file before the other changed files get their turn.
+ROUND_BATCHES = 4
 RESCAN_S = 2.0
 SHUTDOWN_S = 5.0
 
@@ -86,12 +89,16 @@ async def drive(
                 need_start = False
             else:
                 paths, processes, full = wake.take()
+                more: set[Path] = set()
                 if full:
-                    await engine.sync_all()
+                    more |= await engine.sync_all(max_batches=ROUND_BATCHES)
                 for path in sorted(paths):
                     if stop.is_set():
                         break
-                    await engine.sync_path(path)
+                    if await engine.sync_path(path, max_batches=ROUND_BATCHES):
+                        more.add(path)
+                if more:  # round robin: a huge file gets its next turn after the others
+                    wake.add(more)
                 if processes:
                     await engine.sync_processes()
             if commands is not None:
@@ -158,14 +165,14 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
 
 
 @contextlib.contextmanager
-def _metrics_or_startup_error(registry: CollectorRegistry, port: int) -> Iterator[int]:
+def _metrics_or_startup_error(registry: CollectorRegistry, port: int, host: str) -> Iterator[int]:
     """:func:`metrics_server`, a port it cannot bind being a one-line :class:`StartupError`."""
     with contextlib.ExitStack() as stack:
         try:
-            bound = stack.enter_context(metrics_server(registry, port))
+            bound = stack.enter_context(metrics_server(registry, port, host))
         except OSError as exc:
             raise StartupError(
-                f"collector metrics port {port} cannot be bound ({exc.strerror or exc}): "
+                f"collector metrics port {port} on {host} cannot be bound ({exc.strerror or exc}): "
                 "free it, or set RELAYBUS_COLLECTOR_METRICS_PORT to another port (0 = off)"
             ) from None
         yield bound
@@ -196,7 +203,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     }
     started = False
     try:
-        with _metrics_or_startup_error(registry, settings.collector_metrics_port):
+        with _metrics_or_startup_error(
+            registry, settings.collector_metrics_port, settings.collector_metrics_host
+        ):
             started = True
             log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
             tasks = {

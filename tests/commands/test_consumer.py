@@ -162,7 +162,7 @@ async def test_prompt_runs_once_and_turn_follows(start_bus: Callable[..., Any]) 
     await wait_for(lambda: ("ended", sid, None) in bus.hooks.calls, what="turn end")
     assert texts(path, "user")[-1] == "what now?"
     assert texts(path, "assistant")[-1] == "Done: what now?"
-    assert [r["argv"][1:3] for r in bus.runs()] == [["--resume", sid]]
+    assert [r["argv"][1] for r in bus.runs()] == [f"--resume={sid}"]
     assert bus.count("prompt", "ok") == 1
 
 
@@ -215,7 +215,7 @@ async def test_new_conversation_then_first_prompt_uses_session_id(
     assert texts(path, "user") == ["hello new"]
     assert (await bus.call(c.PROMPT, sid, message="again")).ok
     await wait_for(lambda: len(texts(path, "user")) == 2, what="second run")
-    assert [r["argv"][1] for r in bus.runs()] == ["--session-id", "--resume"]
+    assert [r["argv"][1] for r in bus.runs()] == [f"--session-id={sid}", f"--resume={sid}"]
 
 
 async def test_busy_and_interrupt_through_the_stream(start_bus: Callable[..., Any]) -> None:
