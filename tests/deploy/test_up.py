@@ -49,12 +49,12 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
     banner = up.start().wait_banner()
     token = banner["Token"]
     assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/?token={token}"
-    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
-    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
-    assert "24 h" in banner["Watching"]
     token_file = up.state_dir / "token"
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
+    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
+    assert "24 h" in banner["Watching"]
     assert up.proc is not None
     servers = child_pids(up.proc.pid)
     assert len(servers) == 1  # the embedded server, nothing else
