@@ -89,8 +89,8 @@ def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None
         lines.append(f"  Redis:               embedded, data in {server.data_dir}")
     prompts = "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
     lines += [
-        f"  Watching:            {settings.claude_dir} (history of the last "
-        f"{settings.backfill_max_age_hours:g} h is replayed)",
+        f"  Watching:            {settings.claude_dir} (transcripts changed in the last "
+        f"{settings.backfill_max_age_hours:g} h are replayed)",
         f"  Prompts:             {prompts}",
         f"  Listening:           {listening(settings)}",
         "  Stop with Ctrl-C.",
