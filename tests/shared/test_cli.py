@@ -414,3 +414,28 @@ def test_unreachable_redis_is_retried_then_used(
             proc.wait(10)
     assert log_path.read_text().count("is unreachable") == 1
 
+
+
+def test_default_claude_dir_missing_is_created_with_a_warning(
+    server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """A fresh machine (no ~/.claude, no RELAYBUS_CLAUDE_DIR) is not refused: the collector
+    warns once, creates the default directory and runs."""
+    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
+                    RELAYBUS_HOST_ID="freshhost")
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    default = tmp_path / "home" / ".claude"
+    log_path = tmp_path / "collector.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "collector"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+    client = server.client()
+    try:
+        poll(lambda: client.exists(Keys(namespace).host("freshhost")) or proc.poll() is not None)
+        assert proc.poll() is None, log_path.read_text()
+        assert (default / "projects").is_dir()
+        assert log_path.read_text().count("does not exist yet") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        client.close()
