@@ -1,7 +1,8 @@
 """Claude Code's live-process files: ``<claude>/sessions/<pid>.json``.
 
 Each running ``claude`` writes one, with at least ``pid``, ``sessionId`` and ``cwd``
-(newer versions add ``status`` and ``waitingFor``). Parsed tolerantly: anything missing
+(newer versions add ``status``, ``waitingFor``, ``entrypoint`` and, under tmux, ``tmux``
+naming the pane, e.g. ``"main:@0.%0"``). Parsed tolerantly: anything missing
 or malformed makes the file be ignored, never an error.
 """
 
@@ -29,6 +30,7 @@ class LiveProcess:
     status: str | None
     waiting_for: str | None
     entrypoint: str | None
+    tmux: str | None = None
 
 
 def parse(raw: bytes) -> LiveProcess | None:
@@ -52,6 +54,7 @@ def parse(raw: bytes) -> LiveProcess | None:
         status=_str(obj.get("status")),
         waiting_for=_str(obj.get("waitingFor")),
         entrypoint=_str(obj.get("entrypoint")),
+        tmux=_str(obj.get("tmux")),
     )
 
 
