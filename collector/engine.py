@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from collector import procfiles
+from collector import backfill, procfiles
 from collector.files import FileEntry, FileSync
 from collector.metrics import CollectorMetrics
 from collector.paths import classify
@@ -106,7 +106,7 @@ class Engine:
         out: list[Path] = []
         for dirpath, _dirs, names in os.walk(self.projects):
             out.extend(Path(dirpath, n) for n in names if n.endswith(".jsonl"))
-        out.sort()
+        out.sort(key=backfill.sync_order)
         return out
 
     def _gauges(self) -> None:

@@ -170,11 +170,13 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
 
 
 @contextlib.contextmanager
-def _metrics_or_startup_error(registry: CollectorRegistry, port: int) -> Iterator[int]:
+def _metrics_or_startup_error(
+    registry: CollectorRegistry, port: int, host: str = "0.0.0.0"
+) -> Iterator[int]:
     """:func:`metrics_server`, a port it cannot bind being a one-line :class:`StartupError`."""
     with contextlib.ExitStack() as stack:
         try:
-            bound = stack.enter_context(metrics_server(registry, port))
+            bound = stack.enter_context(metrics_server(registry, port, host))
         except OSError as exc:
             raise StartupError(
                 f"collector metrics port {port} cannot be bound ({exc.strerror or exc}): "
@@ -209,7 +211,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     }
     started = False
     try:
-        with _metrics_or_startup_error(registry, settings.collector_metrics_port):
+        with _metrics_or_startup_error(
+            registry, settings.collector_metrics_port, settings.collector_metrics_host
+        ):
             started = True
             log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
             tasks = {

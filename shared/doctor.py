@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import claude_settings, hookcli
+from shared import approval_socket, claude_settings, hookcli
 from shared.preflight import claude_dir_problem, port_problem
 from shared.redis_conn import RedisRefused, probe, redis_address
 from shared.settings import Settings
@@ -106,8 +106,8 @@ def check_ports(settings: Settings) -> list[Check]:
     gateway_running = _gateway_answers(_loopback(settings.gateway_host), settings.gateway_port)
     wanted = [
         ("gateway", settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT"),
-        ("metrics", "0.0.0.0", settings.collector_metrics_port, "RELAYBUS_COLLECTOR_METRICS_PORT"),
-        ("approvals", "127.0.0.1", settings.approval_port, "RELAYBUS_APPROVAL_PORT"),
+        ("metrics", settings.collector_metrics_host, settings.collector_metrics_port,
+         "RELAYBUS_COLLECTOR_METRICS_PORT"),
     ]
     out = []
     for name, host, port, variable in wanted:
@@ -121,7 +121,19 @@ def check_ports(settings: Settings) -> list[Check]:
             out.append(Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}"))
         else:
             out.append(Check(FAIL, "port", f"{name}: {problem} (a relaybus already running?)"))
+    out.append(_check_approval_socket(settings))
     return out
+
+
+def _check_approval_socket(settings: Settings) -> Check:
+    """The approval endpoint is a Unix socket in a private directory, not a TCP port."""
+    if settings.approval_port == 0:
+        return Check(NOTE, "port", "approvals: off (RELAYBUS_APPROVAL_PORT=0)")
+    path = approval_socket.socket_path(settings.approval_port, settings.approval_socket)
+    problem = approval_socket.problem(path)
+    if problem is None:
+        return Check(OK, "port", f"approvals: {path} is free")
+    return Check(FAIL, "port", f"approvals: {problem} (a relaybus already running?)")
 
 
 def check_hook(settings: Settings) -> Check:
@@ -130,7 +142,8 @@ def check_hook(settings: Settings) -> Check:
         commands = claude_settings.installed_commands(claude_settings.load(path))
     except (claude_settings.SettingsFileError, OSError) as exc:
         return Check(FAIL, "hook", f"{exc} — fix it by hand, then run `relaybus install-hook`")
-    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds)
+    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds,
+                                    socket=settings.approval_socket)
     if not commands:
         return Check(NOTE, "hook", f"not installed in {path}: phones cannot answer permission "
                      "prompts — `relaybus install-hook` adds it")

@@ -135,6 +135,10 @@ class Settings(BaseSettings):
         le=65535,
         description="Prometheus /metrics port of the collector (0 = off)",
     )
+    collector_metrics_host: str = Field(
+        default="0.0.0.0",
+        description="address the collector's /metrics listens on (relaybus up: 127.0.0.1 unless set)",
+    )
     heartbeat_ttl_s: int = Field(
         default=15,
         ge=3,
@@ -243,7 +247,11 @@ class Settings(BaseSettings):
         default=9465,
         ge=0,
         le=65535,
-        description="loopback port where the collector takes permission requests from the Claude Code hook (0 = off)",
+        description="names the collector's approval socket <runtime dir>/approval-<port>.sock for the Claude Code hook (0 = off)",
+    )
+    approval_socket: Path | None = Field(
+        default=None,
+        description="path of the approval socket instead (its directory must be private: 0700, yours)",
     )
 
     @field_validator("log_level", mode="before")

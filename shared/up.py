@@ -32,6 +32,7 @@ from collector.service import serve as serve_collector
 from gateway.auth import AuthConfigError, TokenTable
 from gateway.main import GatewayStartError
 from gateway.main import serve as serve_gateway
+from shared import approval_socket
 from shared.embedded import EmbeddedServer, EmbeddedServerError, write_private
 from shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
 from shared.redis_conn import RedisRefused, probe, redis_address, wait_for_redis
@@ -87,9 +88,10 @@ def listening(settings: Settings) -> str:
     """The ports this process binds, with their addresses."""
     parts = [f"gateway {settings.gateway_host}:{settings.gateway_port}"]
     if settings.collector_metrics_port:
-        parts.append(f"metrics 0.0.0.0:{settings.collector_metrics_port}")
+        parts.append(f"metrics {settings.collector_metrics_host}:{settings.collector_metrics_port}")
     if settings.approval_port:
-        parts.append(f"approvals 127.0.0.1:{settings.approval_port}")
+        path = approval_socket.socket_path(settings.approval_port, settings.approval_socket)
+        parts.append(f"approvals {path}")
     return ", ".join(parts)
 
 
@@ -239,7 +241,8 @@ def preflight(settings: Settings) -> None:
     if problem is not None:
         raise StartupError(problem)
     check_port(settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT")
-    check_port("0.0.0.0", settings.collector_metrics_port, "RELAYBUS_COLLECTOR_METRICS_PORT")
+    check_port(settings.collector_metrics_host, settings.collector_metrics_port,
+               "RELAYBUS_COLLECTOR_METRICS_PORT")
 
 
 def _wait_for_external_redis(settings: Settings) -> None:
@@ -256,6 +259,8 @@ def _wait_for_external_redis(settings: Settings) -> None:
 def run(settings: Settings) -> int:
     """Entry of ``relaybus up``: 0 after a clean stop; 1 (one line) when something it needs
     is unusable or Redis refuses the settings; 2 for a token configuration it cannot serve."""
+    if "collector_metrics_host" not in settings.model_fields_set:  # one machine: keep it local
+        settings = settings.model_copy(update={"collector_metrics_host": "127.0.0.1"})
     try:
         directory = usable_dir(state_dir(), "state directory")
         preflight(settings)

@@ -120,7 +120,8 @@ def test_ports_free_and_taken(tmp_path: Path) -> None:
     assert report.code == 1
     assert any(line.startswith(f"FAIL  port      gateway: port {taken} on 127.0.0.1 (RELAYBUS_GATEWAY_PORT)")
                for line in ports), ports
-    assert f"ok    port      approvals: 127.0.0.1:{approvals} is free" in ports
+    assert any(line.startswith("ok    port      approvals: ") and
+               line.endswith(f"/approval-{approvals}.sock is free") for line in ports), ports
     assert "note  port      metrics: off (RELAYBUS_COLLECTOR_METRICS_PORT=0)" in ports
 
 
