@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -138,6 +139,7 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
     async with rig(root, edit_turns(root / "work"), hook=True) as r:
         term, watcher, sid, request = await _interactive_edit(r)
         dialog = await term.screen_until(lambda s: "Do you want" in s, 20, "the CLI's own dialog")
+        await asyncio.sleep(0.5)  # a person reads it; a key at first paint can be lost
         await term.type_keys("", enter=True)
         answered_at = time.time()
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
