@@ -13,13 +13,14 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from collector import procfiles
+from collector import backfill, procfiles
 from collector.files import FileEntry, FileSync
 from collector.metrics import CollectorMetrics
 from collector.paths import classify
 from collector.publisher import Publisher, now_ms
 from collector.sessions import Projection, end_events, turn_event, turn_hash
 from shared.appendlog import OutEvent
+from shared.ids import valid_session_id
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class Engine:
         out: list[Path] = []
         for dirpath, _dirs, names in os.walk(self.projects):
             out.extend(Path(dirpath, n) for n in names if n.endswith(".jsonl"))
-        out.sort()
+        out.sort(key=backfill.sync_order)
         return out
 
     def _gauges(self) -> None:
@@ -186,9 +187,14 @@ class Engine:
             del self.live_pids[sid]
 
     async def drain_session(self, sid: str) -> None:
-        """Publish what is unread in every tracked transcript of ``sid`` (sub-agents' too)."""
-        for entry in [e for e in self.files.values() if e.sid == sid]:
-            await self.filesync.sync_path(entry.tail.path)
+        """Publish what is unread in every transcript of ``sid`` (sub-agents' too), including
+        ones the watcher has not reported yet."""
+        paths = {e.tail.path for e in self.files.values() if e.sid == sid}
+        if valid_session_id(sid):
+            paths.update(self.projects.glob(f"*/{sid}.jsonl"))
+            paths.update(self.projects.glob(f"*/{sid}/subagents/*.jsonl"))
+        for path in sorted(paths):
+            await self.filesync.sync_path(path)
 
     def _tell_live(self, sid: str, status: str | None) -> None:
         for observer in self.observers:

@@ -24,7 +24,7 @@ import redis.exceptions
 
 from collector import backfill
 from collector.metrics import CollectorMetrics
-from collector.paths import TranscriptPath, classify
+from collector.paths import TranscriptPath, classify, parent_tool_use_id
 from collector.publisher import Publisher, now_ms
 from collector.sessions import BatchPlan, LineFacts, Projection, SessionState
 from collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
@@ -94,6 +94,13 @@ class FileEntry:
     tail: FileTail
     committed: str
     sid: str | None
+    #: a sub-agent file: the tool call that started it (read from its .meta.json)
+    parent_tool: str | None = None
+
+    def parent_tool_use_id(self) -> str | None:
+        if self.parent_tool is None and self.tp.agent_id is not None:
+            self.parent_tool = parent_tool_use_id(self.tail.path)
+        return self.parent_tool
 
 
 class FileSync:
@@ -215,7 +222,9 @@ class FileSync:
             log.debug("file %s: registered at offset %d (no backfill)", key, end)
             return
         state = await self.pub.session(entry.sid)
-        plan = self.plan(state, collapse=True, agent_id=entry.tp.agent_id)
+        plan = self.plan(
+            state, collapse=True, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
+        )
         read = 0
         try:
             while tail.offset < end:
@@ -337,7 +346,7 @@ class FileSync:
     ) -> _Pending:
         """Plan a batch on the state the batch in flight (if any) will leave."""
         state = after.plan.state if after is not None else await self.pub.session(sid)
-        plan = self.plan(state, agent_id=entry.tp.agent_id)
+        plan = self.plan(state, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id())
         projected, encoded = self._project(lines, plan)
         plan.prime(projected)
         for p, ev in zip(projected, encoded, strict=True):
@@ -410,9 +419,12 @@ class FileSync:
                 dropped[p.drop_reason or "unpublished"] += 1
             out.append(p)
             if plan is not None:
-                encoded.append(plan.encode(p))
+                ev = plan.encode(p)
+                if ev is None and p.publish:
+                    dropped["warmup"] += 1  # the rest of a warm-up sub-agent
+                encoded.append(ev)
         for reason, n in dropped.items():
-            m.lines_dropped.labels(reason).inc(n)
+            m.dropped(reason, n)
         if malformed:
             m.lines_malformed.inc(malformed)
         m.lines_read.inc(len(lines))
@@ -420,15 +432,20 @@ class FileSync:
         return out, encoded
 
     def plan(
-        self, state: SessionState, *, collapse: bool = False, agent_id: str | None = None
+        self,
+        state: SessionState,
+        *,
+        collapse: bool = False,
+        agent_id: str | None = None,
+        parent: str | None = None,
     ) -> BatchPlan:
         return BatchPlan(
             state,
             host=self.pub.host,
             now_ms=now_ms(),
             idle_ms=self.idle_ms,
-            title_event=self.projection.title_event,
             collapse=collapse,
             keep_events=self.settings.backfill_events,
             agent_id=agent_id,
+            parent_tool_use_id=parent,
         )

@@ -17,10 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
+from collector.tailer import open_regular
 from shared.ids import valid_session_id
 
 AGENT_PREFIX = "agent-"
 SUFFIX = ".jsonl"
+META_SUFFIX = ".meta.json"
+#: A sub-agent's ``.meta.json`` is a few hundred bytes; never read a big one.
+META_MAX_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +61,17 @@ def classify(claude_dir: Path, path: Path) -> TranscriptPath | None:
         if valid_session_id(parts[2]) and valid_session_id(agent):
             return TranscriptPath(key, parts[2], agent)
     return None
+
+
+def parent_tool_use_id(path: Path) -> str | None:
+    """The Task/Agent ``toolUseId`` that started the sub-agent transcript ``path``: current
+    CLIs write it to ``agent-<id>.meta.json`` beside the transcript (``None`` when absent)."""
+    meta = path.with_name(path.name[: -len(SUFFIX)] + META_SUFFIX)
+    try:
+        with open_regular(meta) as f:  # never a FIFO or a symlink planted there
+            raw = f.read(META_MAX_BYTES + 1)
+        rec = orjson.loads(raw) if len(raw) <= META_MAX_BYTES else None
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    value = rec.get("toolUseId") if isinstance(rec, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 256 else None

@@ -189,3 +189,19 @@ async def test_a_process_that_died_while_the_collector_was_down_ends_its_session
     assert h[b"live"] == b"0" and h[b"ended"] == b"1"
     ended = [f for f in await fresh.frames(fresh.keys.log) if f["type"] == "session_ended"]
     assert [f["reason"] for f in ended] == ["exit"]
+
+
+async def test_draining_a_session_reads_transcripts_not_reported_yet(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    """drain_session publishes a session's transcript even before the watcher reported it."""
+    rig = make_rig()
+    await rig.engine.start()
+    path = transcript(claude_dir, "s7")
+    append(path, user_line("s7", "hello") + assistant_line("s7", "hi"))
+    await rig.engine.drain_session("s7")
+    events = await rig.events("s7")
+    texts = [f["event"]["blocks"][0]["text"] for f in events if f["event"]["blocks"]]
+    assert texts == ["hello", "hi"]
+    await rig.engine.drain_session("s7")  # nothing new: nothing twice
+    assert len(await rig.events("s7")) == len(events)

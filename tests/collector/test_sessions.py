@@ -28,7 +28,6 @@ def plan_of(lines: list[bytes], state: SessionState | None = None, **kw: object)
         host="h1",
         now_ms=NOW,
         idle_ms=HOUR,
-        title_event=projection.title_event,
         **kw,  # type: ignore[arg-type]
     )
     projected = [projection.project_line(ln) for ln in lines]
@@ -48,14 +47,16 @@ def kinds(events: list[OutEvent]) -> list[str]:
 
 
 def test_first_batch_starts_the_session_then_events_title_and_turns() -> None:
-    """A new session: session_started, the user event, its title, working, reply, idle."""
+    """A new session: session_started (with its first prompt), the user event, working, reply,
+    idle; no title is invented from the prompt."""
     plan = plan_of([user_line("s1", "fix the bug"), assistant_line("s1", "done")])
     assert kinds(plan.events) == [
-        "session_started", "user", "ai-title", "turn_status", "assistant", "turn_status",
+        "session_started", "user", "turn_status", "assistant", "turn_status",
     ]
     started = orjson.loads(plan.events[0].prefix + b"}")
     assert started["cwd"] == "/home/dev/project" and started["host"] == "h1"
-    assert plan.hash["title"] == "fix the bug" and plan.hash["titleRank"] == "1"
+    assert started["firstPrompt"] == "fix the bug" and started["title"] is None
+    assert plan.hash["firstPrompt"] == "fix the bug" and "title" not in plan.hash
     assert plan.hash["state"] == "idle" and plan.hash["live"] == "1"
     assert plan.state.live and not plan.orig.live  # the original is untouched until commit
     assert plan.published == 2
@@ -71,13 +72,19 @@ def test_bookkeeping_lines_are_activity_but_not_events() -> None:
 
 
 def test_only_the_first_prompt_titles_and_higher_ranks_win() -> None:
-    """Rank 1 (first prompt) is kept over later prompts; an ai-title (3) replaces it, not vice versa."""
+    """The first prompt is kept over later ones (as firstPrompt, never the title); an ai-title
+    (3) is the title, published once as the line it is; a custom-title (5) beats it."""
     plan = plan_of([user_line("s1", "first"), user_line("s1", "second")])
-    assert plan.state.title == "first"
+    assert (plan.state.first_prompt, plan.state.title) == ("first", None)
     ai = orjson.dumps({"type": "ai-title", "aiTitle": "Fixing", "sessionId": "s1"}) + b"\n"
     plan2 = plan_of([ai, user_line("s1", "third")], state=plan.state)
     assert (plan2.state.title, plan2.state.title_rank) == ("Fixing", 3)
+    assert plan2.state.first_prompt == "first"
     assert kinds(plan2.events).count("ai-title") == 1
+    custom = orjson.dumps({"type": "custom-title", "customTitle": "Mine", "sessionId": "s1"})
+    plan3 = plan_of([custom + b"\n", ai], state=plan2.state)
+    assert (plan3.state.title, plan3.state.title_rank) == ("Mine", 5)
+    assert kinds(plan3.events) == ["custom-title", "ai-title", "session_updated"]
 
 
 def test_old_lines_publish_without_starting_the_session() -> None:
@@ -99,13 +106,13 @@ def test_sidechain_lines_are_marked_and_do_not_drive_turn_or_title() -> None:
 
 
 def test_collapse_keeps_the_last_events_and_final_state() -> None:
-    """Backfill: started first, the last N events, then the final title and turn once."""
+    """Backfill: started first, the last N events, then the final turn once."""
     lines = []
     for i in range(10):
         lines += [user_line("s1", f"q{i}"), assistant_line("s1", f"a{i}")]
     plan = plan_of(lines, collapse=True, keep_events=4)
     assert kinds(plan.events) == [
-        "session_started", "user", "assistant", "user", "assistant", "ai-title", "turn_status",
+        "session_started", "user", "assistant", "user", "assistant", "turn_status",
     ]
     texts = [orjson.loads(e.prefix + b"}")["event"]["blocks"][0]["text"] for e in plan.events[1:5]]
     assert texts == ["q8", "a8", "q9", "a9"]

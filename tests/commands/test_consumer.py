@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -394,3 +395,25 @@ async def test_an_interrupt_of_a_session_shown_working_is_never_no_active_turn(
     assert (await bus.call(c.INTERRUPT, sid)).code == c.NO_ACTIVE_TURN
     await bus.client.hset(bus.keys.session(sid), "state", "working")
     assert (await bus.call(c.INTERRUPT, sid)).code == c.INTERRUPT_UNAVAILABLE
+
+
+async def test_an_interrupt_is_not_held_up_by_a_starting_prompt(
+    start_bus: Callable[..., Any], claude_bin: Path, tmp_path: Path
+) -> None:
+    """A prompt waits for its slow-starting run to take it; the session's interrupt, sent
+    right after, is answered meanwhile (commands run in tasks, in order per session)."""
+    slow = tmp_path / "slow-claude"
+    slow.write_text(f"#!/bin/sh\nsleep 8\nexec {claude_bin} \"$@\"\n")
+    slow.chmod(0o755)
+    bus: Bus = await start_bus(claude_bin=str(slow))
+    sid, _ = await bus.session()
+    prompt = bus.command(c.PROMPT, sid, message="hello")
+    interrupt = bus.command(c.INTERRUPT, sid)
+    sent = time.monotonic()
+    await bus.send(prompt)
+    await bus.send(interrupt)
+    ack = await bus.reply_to(interrupt)
+    assert time.monotonic() - sent < 6  # not after the 8 s start the prompt waits for
+    assert ack.ok and ack.data == {"driver": "headless"}
+    reply = await bus.reply_to(prompt)
+    assert reply.ok  # interrupted before it began: not a failure

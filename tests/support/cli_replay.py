@@ -166,3 +166,27 @@ class Replay:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "ab") as f:
             f.write(orjson.dumps(rec) + b"\n")
+
+
+def write_transcript_live(src: Path, dest: Path, *, max_gap_s: float = 0.2) -> int:
+    """Append ``src``'s lines to ``dest`` with their recorded spacing (gaps capped), each
+    line's ``timestamp`` moved to now; returns the number of lines written."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    last: datetime | None = None
+    n = 0
+    for raw in src.read_bytes().splitlines():
+        if not raw.strip():
+            continue
+        rec = orjson.loads(raw)
+        stamp = rec.get("timestamp") if isinstance(rec, dict) else None
+        if isinstance(stamp, str):
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            if last is not None:
+                time.sleep(min(max((at - last).total_seconds(), 0.0), max_gap_s))
+            last = at
+            rec["timestamp"] = _stamp()
+            raw = orjson.dumps(rec)
+        with open(dest, "ab") as f:
+            f.write(raw + b"\n")
+        n += 1
+    return n
