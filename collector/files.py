@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 BATCH_MAX_BYTES = 4 * 1024 * 1024
 #: Lines read to find a legacy sub-agent file's parent session id.
 SID_PROBE_LINES = 50
+#: A file set aside after a failure of its own is tried again after this long even unchanged.
+RETRY_S = 60.0
 #: Event-loop turns given to an append to get its request onto the socket.
 SEND_YIELDS = 6
 
@@ -121,8 +123,9 @@ class FileSync:
         self.root = root
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.files: dict[str, FileEntry] = {}
-        #: Files set aside after a failure of their own, by key: the stat they failed with.
-        self.failed: dict[str, tuple[int, int, int, float] | None] = {}
+        #: Files set aside after a failure of their own, by key: (the stat they failed
+        #: with, when): tried again when the file changes or after :data:`RETRY_S`.
+        self.failed: dict[str, tuple[tuple[int, int, int, float] | None, float]] = {}
         self._real_root = os.path.realpath(root)
 
     def _inside(self, path: Path) -> bool:
@@ -137,14 +140,15 @@ class FileSync:
 
         True when the file has more to read (the caller comes back to it after the others).
         A failure that belongs to this file alone (a refused append, an unreadable name or
-        content) is logged and the file is set aside until it changes: one bad file never
-        stops the others. Failures of the bus itself (connection, epoch) propagate.
+        content) is logged and the file is set aside until it changes (or :data:`RETRY_S`
+        passed): one bad file never stops the others. Failures of the bus itself (connection, epoch) propagate.
         """
         tp = classify(self.root, path)
         if tp is None:
             return False
         if tp.key in self.failed:
-            if self.failed[tp.key] == _stamp(path):
+            stamp, since = self.failed[tp.key]
+            if stamp == _stamp(path) and time.monotonic() - since < RETRY_S:
                 return False
             del self.failed[tp.key]
         try:
@@ -158,7 +162,7 @@ class FileSync:
         except Exception as exc:
             if bus_error(exc):
                 raise
-            self.failed[tp.key] = _stamp(path)
+            self.failed[tp.key] = (_stamp(path), time.monotonic())
             self.files.pop(tp.key, None)
             self.metrics.file_errors.inc()
             log.warning("file %s: set aside until it changes: %r", tp.key, exc, exc_info=exc)
@@ -170,7 +174,7 @@ class FileSync:
             return None
         if not self._inside(path):
             log.warning("file %s: its directory leads out of %s; not read", tp.key, self.root)
-            self.failed[tp.key] = _stamp(path)
+            self.failed[tp.key] = (_stamp(path), time.monotonic())
             return None
         committed = await self.pub.committed(tp.key)
         entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
