@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector import backfill
+from collector import backfill, history
 from collector.metrics import CollectorMetrics
 from collector.paths import TranscriptPath, classify
 from collector.publisher import Publisher, now_ms
@@ -56,6 +56,8 @@ class FileEntry:
     tail: FileTail
     committed: str
     sid: str | None
+    #: Registered without its history (old file): load it before publishing new lines.
+    history_pending: bool = False
 
 
 class FileSync:
@@ -127,16 +129,7 @@ class FileSync:
         if entry.sid is None or not backfill.wants_history(
             mtime, time.time(), max_age_hours=s.backfill_max_age_hours, events=s.backfill_events
         ):
-            value = backfill.offset_value(end, ident.dev, ident.ino)
-            batch = AppendBatch(entry.sid or "", [], key, entry.committed, value)
-            try:
-                await self.pub.append(batch)
-            except OffsetConflict as exc:
-                self._adopt(entry, exc.committed)
-                return
-            tail.commit(end)
-            entry.committed = value
-            log.debug("file %s: registered at offset %d (no backfill)", key, end)
+            await self._register(entry, end, mtime)
             return
         state = await self.pub.session(entry.sid)
         plan = self.plan(state, collapse=True, agent_id=entry.tp.agent_id)
@@ -175,6 +168,24 @@ class FileSync:
             key, len(plan.events), read, entry.sid,
         )
 
+    async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
+        """Commit the offset at the file's end; list the session (``collector.history``)."""
+        tail, key, ident = entry.tail, entry.tp.key, entry.tail.identity
+        listed, activity = await history.listing(self, entry, end, mtime)
+        value = backfill.offset_value(end, ident.dev, ident.ino)
+        batch = AppendBatch(entry.sid or "", [], key, entry.committed, value, listed, activity)
+        try:
+            await self.pub.append(batch)
+        except OffsetConflict as exc:
+            self._adopt(entry, exc.committed)
+            return
+        tail.commit(end)
+        entry.committed = value
+        if listed and entry.sid:
+            entry.history_pending = True
+            self.pub.sessions.pop(entry.sid, None)  # reloaded from the hash just written
+        log.debug("file %s: registered at offset %d (listed: %s)", key, end, bool(listed))
+
     async def _drain(self, entry: FileEntry) -> None:
         """Publish everything new in one file, one batch in flight while the next is prepared.
 
@@ -207,6 +218,8 @@ class FileSync:
                 )
                 if not lines:
                     break
+                if entry.history_pending and pending is None:
+                    await history.load(self, entry.sid)  # resumed: its history goes first
                 nxt = await self._prepare(entry, entry.sid, lines, pending)
                 if pending is not None:
                     done, pending = pending, None

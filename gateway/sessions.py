@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 
 from shared.keys import Keys
@@ -39,6 +40,8 @@ def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
         state=text.get("state") or "idle",
         live=text.get("live") == "1",
     )
+    if text.get("historyLoaded") == "0":
+        info["historyLoaded"] = False
     return info
 
 
@@ -70,3 +73,38 @@ async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, An
         pipe.hgetall(keys.session(sid.decode()))
     rows: list[dict[bytes, bytes]] = await pipe.execute()
     return [session_info(sid.decode(), row) for sid, row in zip(sids, rows, strict=True) if row]
+
+
+#: Upper bound on machines listed in one ``sessions`` reply.
+HOSTS_LIMIT = 200
+
+
+async def list_hosts(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]:
+    """Machines whose collector beats now: ``{host, version, capabilities}``, by name."""
+    names: list[bytes] = []
+    async for key in client.scan_iter(match=keys.hosts_pattern, count=1000):
+        names.append(key)
+        if len(names) >= HOSTS_LIMIT:
+            break
+    if not names:
+        return []
+    values = await client.mget(names)
+    prefix = keys.host("")
+    hosts: list[dict[str, Any]] = []
+    for name, raw in zip(names, values, strict=True):
+        if raw is None:
+            continue
+        try:
+            beat = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            beat = {}
+        caps = beat.get("capabilities") if isinstance(beat, dict) else None
+        hosts.append(
+            {
+                "host": name.decode("utf-8", "replace")[len(prefix) :],
+                "version": str(beat.get("version", "")) if isinstance(beat, dict) else "",
+                "capabilities": [str(x) for x in caps] if isinstance(caps, list) else [],
+            }
+        )
+    hosts.sort(key=lambda h: str(h["host"]))
+    return hosts

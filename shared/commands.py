@@ -23,6 +23,12 @@ PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
+#: Gateway-internal: publish the history of a session listed without it (collector.history).
+LOAD_HISTORY = "load_history"
+
+#: Heartbeat capabilities (``{ns}:host:<host>`` JSON ``capabilities``).
+CAP_LOAD_HISTORY = "load_history"
+CAP_PROMPTS = "prompts"
 
 GROUP = "collectors"
 CMD_MAXLEN = 10_000
