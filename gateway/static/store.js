@@ -13,6 +13,7 @@ export class Chat {
     this.lastSeqId = 0; // highest session event seqId received (for sinceSeqId)
     this.pending = []; // optimistic prompt echoes {id, text, at, status, error}
     this.permissions = new Map(); // requestKey -> permission item
+    this.watchHead = 0; // seqId of the watch_ack: session events above it are live
   }
 
   /**
@@ -84,6 +85,8 @@ export class Store {
     this.epoch = null;
     this.listed = false; // a sessions snapshot has arrived
     this.interruptUnavailable = new Set(); // session ids whose Stop is disabled
+    this.hosts = null; // the sessions frame's machines ({host, capabilities}); null: not told
+    this.firstPrompt = null; // {sid, text}: sent once the new conversation's watch is on
   }
 
   noteSeq(seqId) {
