@@ -23,7 +23,8 @@ def _int(value: bytes | None) -> int | None:
 
 
 def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
-    """SessionInfo as the seed shapes it, plus the additive host/lastSeqId/lastActivity/state/live."""
+    """SessionInfo as the seed shapes it, plus the additive host/lastSeqId/lastActivity/state/
+    since/waitingFor/live/historyLoaded."""
     text = {k.decode(): v.decode("utf-8", "replace") for k, v in row.items()}
     info: dict[str, Any] = {
         "id": sid,
@@ -42,6 +43,10 @@ def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
     )
     if text.get("historyLoaded") == "0":
         info["historyLoaded"] = False
+    if text.get("state"):
+        info["since"] = _int(row.get(b"since")) or 0
+    if text.get("waitingFor"):
+        info["waitingFor"] = text["waitingFor"]
     return info
 
 

@@ -30,7 +30,7 @@ export function sessionState(s, now) {
   }
   if (s?.state === "working") {
     const text = since ? `working ${formatElapsed(now - since)}` : "working";
-    const quiet = activity ? now - activity : 0;
+    const quiet = activity ? now - Math.max(activity, since) : 0;
     const stale = quiet > STALE_MS;
     return { kind: "working", text, detail: stale ? `no output for ${formatQuiet(quiet)}` : "", stale };
   }

@@ -112,20 +112,18 @@ export class Store {
     return next;
   }
 
+  /** A turn change; `lastActivity` stays the time of the last line (staleness reads it). */
   applyTurnStatus(msg) {
-    const cur = this.sessions.get(msg.sessionId) ?? { id: msg.sessionId };
-    const activity = Math.max(Number(cur.lastActivity) || 0, Number(msg.since) || 0);
     return this.upsert(msg.sessionId, {
       state: msg.state,
       since: msg.since,
       waitingFor: msg.waitingFor ?? null,
-      lastActivity: activity || undefined,
     });
   }
 
-  /** Sessions sorted by last activity, newest first. */
+  /** Sessions sorted by their latest sign of life (line, turn change, start), newest first. */
   sorted() {
-    const key = (s) => Number(s.lastActivity) || Number(s.startedAt) || 0;
+    const key = (s) => Math.max(Number(s.lastActivity) || 0, Number(s.since) || 0, Number(s.startedAt) || 0);
     return [...this.sessions.values()].sort((a, b) => key(b) - key(a));
   }
 

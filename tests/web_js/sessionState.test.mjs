@@ -20,7 +20,7 @@ const NOW = 1_800_000_000_000;
 test("working shows for how long, and says when it has been quiet too long", () => {
   const s = { state: "working", since: NOW - 125_000, lastActivity: NOW - 1000, live: true };
   assert.deepEqual(sessionState(s, NOW), { kind: "working", text: "working 2m 05s", detail: "", stale: false });
-  const quiet = { ...s, lastActivity: NOW - STALE_MS - 12 * 60_000 };
+  const quiet = { ...s, since: NOW - 30 * 60_000, lastActivity: NOW - STALE_MS - 12 * 60_000 };
   const st = sessionState(quiet, NOW);
   assert.equal(st.stale, true);
   assert.equal(st.detail, "no output for 17 min");
