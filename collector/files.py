@@ -102,6 +102,9 @@ class FileSync:
         parsed = backfill.parse_offset(committed)
         if parsed is not None and parsed[2] == p.identity.ino:
             entry.tail.offset = parsed[0]
+            # Perhaps registered by an earlier run without its history: checked (one HMGET)
+            # before its first new line, so a resumed old session shows its history first.
+            entry.history_pending = tp.agent_id is None
             log.debug("file %s: resuming at offset %d", tp.key, parsed[0])
         elif initial or parsed is not None:
             await self._backfill(entry, p.size, p.mtime)

@@ -9,6 +9,7 @@ command issue lands, :class:`NotImplementedCommands` answers them with an error.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: Session hash field: ``0`` while an old session's history was never published.
 HISTORY_LOADED = b"historyLoaded"
+#: Heartbeats change rarely; a burst of list_sessions (reconnects) scans them once.
+HOSTS_TTL_S = 1.0
 
 
 class CommandRouter(Protocol):
@@ -76,6 +79,7 @@ class Handlers:
         self.approvals = approvals
         #: Asks a session's collector to publish a history it never published (old sessions).
         self.history_loader = history_loader
+        self._hosts_cache: tuple[float, list[dict[str, Any]]] | None = None
 
     async def handle(self, conn: Connection, msg: protocol.ClientMessage) -> None:
         if isinstance(msg, protocol.Hello):
@@ -85,7 +89,7 @@ class Handlers:
             self.resolve_v1(conn)
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.client, self.keys)
-            hosts = await list_hosts(self.client, self.keys)
+            hosts = await self._hosts()
             frame = {
                 "type": "sessions",
                 "sessions": sessions,
@@ -269,6 +273,13 @@ class Handlers:
         self.metrics.replayed_events.inc(replayed)
         conn.send_burst(items)
         log.debug("connection %s watches %s (%d replayed)", conn.cid, sid, replayed)
+
+    async def _hosts(self) -> list[dict[str, Any]]:
+        """The machines of the ``sessions`` frame, read at most once per ``HOSTS_TTL_S``."""
+        now = time.monotonic()
+        if self._hosts_cache is None or now - self._hosts_cache[0] > HOSTS_TTL_S:
+            self._hosts_cache = (now, await list_hosts(self.client, self.keys))
+        return self._hosts_cache[1]
 
     async def _read_session(
         self, conn: Connection, msg: protocol.WatchSession

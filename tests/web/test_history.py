@@ -116,8 +116,9 @@ async def test_two_day_old_session_is_listed_and_watchable_with_its_last_200_lin
         assert [h["host"] for h in hosts] == ["testhost"]
         assert "load_history" in hosts[0]["capabilities"]
         assert "prompts" not in hosts[0]["capabilities"]  # off by default
-        ack_a, events_a = await _watch(a, sid, 200)
-        ack_b, events_b = await _watch(b, sid, 200)
+        (ack_a, events_a), (ack_b, events_b) = await asyncio.gather(
+            _watch(a, sid, 200), _watch(b, sid, 200)
+        )  # two watchers at once: one load
         assert "historyLoaded" not in ack_a and "historyLoaded" not in ack_b
         assert _texts(events_a) == texts[-200:]
         assert _texts(events_b) == texts[-200:]
