@@ -38,8 +38,8 @@ CLIENT_DECISIONS = frozenset({ALLOW, DENY})
 AMBIGUOUS = "ambiguous"
 ALREADY_RESOLVED = "already_resolved"
 
-#: Watcher fields are refreshed every this many seconds and count for three times as long.
-WATCHERS_REFRESH_S = 5.0
+#: Watcher fields count for this long by default (``RELAYBUS_WATCHERS_TTL_S``) and are
+#: refreshed every third of it.
 WATCHERS_TTL_S = 15
 #: A decision is remembered this long after the request expired (late answers: already_resolved).
 DECISION_GRACE_S = 600

@@ -64,6 +64,7 @@ GATEWAY_FIELDS = [
     "rate_limit_per_s",
     "ws_compression",
     "gateway_id",
+    "watchers_ttl_s",
     "command_timeout_seconds",
 ]
 

@@ -158,6 +158,13 @@ class Settings(BaseSettings):
         default="", description="stable gateway id (default: random per process)"
     )
 
+    watchers_ttl_s: int = Field(
+        default=15,
+        ge=3,
+        le=3600,
+        description="a gateway's count of clients watching a session holds approvals this long after its last refresh (refreshed every third)",
+    )
+
     # --- commands ---------------------------------------------------------------------
     command_timeout_seconds: float = Field(
         default=15,

@@ -74,3 +74,15 @@ def test_configuration_doc_lists_every_variable() -> None:
     doc = (ROOT / "docs" / "configuration.md").read_text()
     for name in Settings.model_fields:
         assert f"`RELAYBUS_{name.upper()}`" in doc, name
+
+
+def test_test_settings_ignore_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's ``make_settings`` is not changed by ``RELAYBUS_*`` variables of the runner."""
+    from tests.conftest import make_settings
+
+    monkeypatch.setenv("RELAYBUS_BATCH_MAX_LINES", "7")
+    monkeypatch.setenv("RELAYBUS_APPROVAL_PORT", "9999")
+    settings = make_settings("redis://127.0.0.1:1/0", "ns", batch_max_lines=9)
+    assert settings.batch_max_lines == 9
+    assert settings.approval_port == 0
+    assert make_settings("redis://127.0.0.1:1/0", "ns").batch_max_lines == 500
