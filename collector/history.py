@@ -48,14 +48,27 @@ _NOT_LISTED = frozenset({"state", "since", "waitingFor", "live", "ended", "start
 TAIL_MAX_BYTES = 16 * 1024 * 1024
 #: Lines read per wanted event at first (bookkeeping lines publish nothing).
 LINES_PER_EVENT = 3
+#: Lines of an old transcript's head and tail read to list it (first prompt, cwd, title,
+#: activity), then more of the tail (up to ``LISTING_MAX_LINES``) only while none of them
+#: has anything to show.
+LISTING_LINES = 64
+LISTING_MAX_LINES = 4096
 
 
-def _tail_lines(entry: FileEntry, end: int, n_lines: int, max_line_bytes: int) -> list[Line]:
-    """The complete lines in the last ``TAIL_MAX_BYTES`` before ``end``, at most ``n_lines``."""
+def _tail_lines(
+    entry: FileEntry, end: int, n_lines: int, max_line_bytes: int, *, head: int = 0
+) -> list[Line]:
+    """The complete lines in the last ``TAIL_MAX_BYTES`` before ``end``, at most ``n_lines``,
+    preceded by the file's first ``head`` lines (where the first prompt is) when not among them.
+    """
     path = entry.tail.path
     start = backfill.tail_start(path, end, lines=n_lines, max_bytes=TAIL_MAX_BYTES)
-    cursor = FileTail(path, entry.tail.identity, start)
     out: list[Line] = []
+    if head and start > 0:
+        first = FileTail(path, entry.tail.identity, 0)
+        lines = first.read(max_lines=head, max_bytes=4 << 20, max_line_bytes=max_line_bytes)
+        out = [ln for ln in lines if ln.end <= start]
+    cursor = FileTail(path, entry.tail.identity, start)
     while cursor.offset < end:
         lines = cursor.read(max_lines=10_000, max_bytes=4 << 20, max_line_bytes=max_line_bytes)
         lines = [ln for ln in lines if ln.end <= end]
@@ -79,14 +92,19 @@ async def listing(
         return {}, None
     if await fs.pub.client.hexists(fs.pub.keys.session(sid), "lastSeqId"):
         return {}, None
-    depth = max(fs.settings.replay_depth, 1)
-    lines = _tail_lines(entry, end, depth * LINES_PER_EVENT, fs.settings.max_line_bytes)
-    facts, _ = fs._project(lines)
-    plan = fs.plan(await fs.pub.session(sid), collapse=True, agent_id=None)
-    plan.prime(facts)
-    for p in facts:
-        plan.line(p)
-    plan.finish()
+    state = await fs.pub.session(sid)
+    n_lines = LISTING_LINES
+    while True:  # a short tail first: most have something to show in their last lines
+        lines = _tail_lines(entry, end, n_lines, fs.settings.max_line_bytes, head=LISTING_LINES)
+        facts, _ = fs._project(lines)
+        plan = fs.plan(state, collapse=True, agent_id=None)
+        plan.prime(facts)
+        for p in facts:
+            plan.line(p)
+        plan.finish()
+        if plan.published or len(lines) < n_lines + LISTING_LINES or n_lines >= LISTING_MAX_LINES:
+            break
+        n_lines *= 8
     if plan.published == 0:
         return {}, None
     mtime_ms = int(mtime * 1000)

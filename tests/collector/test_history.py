@@ -60,7 +60,7 @@ def _cmd(sid: str) -> Command:
 async def test_old_session_is_listed_without_history(make_rig: RigFactory, claude_dir: Path) -> None:
     """An old transcript is listed (cwd, title, last activity, historyLoaded=0) and publishes nothing."""
     path = transcript(claude_dir, "s1")
-    _old(path, b"".join(user_line("s1", f"q{i}") + assistant_line("s1", f"a{i}") for i in range(10)))
+    _old(path, b"".join(user_line("s1", f"q{i}") + assistant_line("s1", f"a{i}") for i in range(300)))
     rig = make_rig(backfill_max_age_hours=24, replay_depth=5)
     await rig.engine.start()
     assert await rig.events("s1") == []
@@ -69,6 +69,7 @@ async def test_old_session_is_listed_without_history(make_rig: RigFactory, claud
     assert h[b"cwd"] == b"/home/dev/project"
     assert h[b"historyEnd"].split(b":")[0] == str(path.stat().st_size).encode()
     assert b"live" not in h and b"state" not in h
+    assert b"q0" in (h.get(b"title"), h.get(b"firstPrompt"))  # the head is read, not only the tail
     assert await rig.client.zscore(rig.keys.sessions, "s1") is not None
 
 
