@@ -246,6 +246,9 @@ function onWatchAck(msg) {
   if (!chat || msg.sessionId !== chat.sessionId || msg.watching !== true) return;
   chat.watchHead = Number(msg.seqId) || 0; // session events above it are live
   const host = sessionInfo(chat.sessionId).host;
+  if (msg.historyLoaded !== false && sessionInfo(chat.sessionId).historyLoaded === false) {
+    store.upsert(chat.sessionId, { historyLoaded: true }); // published now: a recent session
+  }
   chatView.history(
     msg.historyLoaded === false
       ? `This session's history could not be loaded${host ? ` (${host} is offline or too old)` : ""}; new events will appear here.`

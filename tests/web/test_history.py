@@ -25,6 +25,7 @@ from tests.support.gateway_client import FULL, WsClient
 from tests.support.servers import RedisServer
 from tests.support.web import TOKEN, GatewayProc
 
+OldStack = tuple[str, Path, list[str], GatewayProc, CollectorProc]
 TWO_DAYS_S = 2 * 86400
 N_PAIRS = 150  # 300 published lines: more than the replay depth of 200
 
@@ -51,7 +52,7 @@ def _old_transcript(claude_dir: Path) -> tuple[str, Path, list[str]]:
 @pytest.fixture
 def old_stack(
     server: RedisServer, namespace: str, claude_dir: Path, tmp_path: Path
-) -> Iterator[tuple[str, Path, list[str], GatewayProc]]:
+) -> Iterator[tuple[str, Path, list[str], GatewayProc, CollectorProc]]:
     """An old transcript on disk *before* the collector's first scan, then collector + gateway."""
     sid, path, texts = _old_transcript(claude_dir)
     collector = CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir)
@@ -59,7 +60,7 @@ def old_stack(
     try:
         collector.start()
         gateway.start()
-        yield sid, path, texts, gateway
+        yield sid, path, texts, gateway, collector
     finally:
         gateway.stop()
         collector.stop()
@@ -98,10 +99,10 @@ async def _watch(client: WsClient, sid: str, want: int) -> tuple[dict[str, objec
 
 
 async def test_two_day_old_session_is_listed_and_watchable_with_its_last_200_lines(
-    old_stack: tuple[str, Path, list[str], GatewayProc], server: RedisServer, namespace: str
+    old_stack: OldStack, server: RedisServer, namespace: str
 ) -> None:
     """A 2-day-old session is listed (not live, history not loaded) and two watchers each get its last 200 lines, published once."""
-    sid, path, texts, gw = old_stack
+    sid, path, texts, gw, _collector = old_stack
     keys = Keys(namespace)
     async with WsClient(_ws_url(gw), token=TOKEN) as a, WsClient(_ws_url(gw), token=TOKEN) as b:
         await a.hello(FULL)
@@ -145,7 +146,7 @@ async def test_two_day_old_session_is_listed_and_watchable_with_its_last_200_lin
 
 
 async def test_watching_a_reserved_new_conversation_is_an_empty_replay(
-    old_stack: tuple[str, Path, list[str], GatewayProc], server: RedisServer, namespace: str
+    old_stack: OldStack, server: RedisServer, namespace: str
 ) -> None:
     """Watching a reserved new-conversation id is acknowledged with an empty replay, not unknown_session."""
     gw = old_stack[3]
@@ -164,3 +165,29 @@ async def test_watching_a_reserved_new_conversation_is_an_empty_replay(
         err = await a.expect("error")
         assert err["code"] == "unknown_session"
         assert not a.events(new_sid)
+
+
+async def test_an_offline_machine_leaves_the_history_unloaded_and_says_so(
+    old_stack: OldStack, server: RedisServer, namespace: str
+) -> None:
+    """With the session's collector gone the watch succeeds with historyLoaded:false; once it is back, the history arrives."""
+    sid, _path, texts, gw, collector = old_stack
+    async with WsClient(_ws_url(gw), token=TOKEN) as a:
+        await a.hello(FULL)
+        assert (await _listed(a, sid))["historyLoaded"] is False
+        collector.stop()
+        client = redis.Redis.from_url(server.url)
+        try:
+            poll(lambda: not client.exists(Keys(namespace).host("testhost")) or None)
+        finally:
+            client.close()
+        await a.send({"type": "watch_session", "sessionId": sid, "requestId": "w1"})
+        ack = await a.expect("watch_ack")
+        assert ack["historyLoaded"] is False
+        await a.send({"type": "list_sessions", "requestId": "l2"})
+        await a.expect("sessions")
+        assert a.events(sid) == []
+        collector.start()
+        _ack, events = await _watch(a, sid, 200)
+        assert "historyLoaded" not in _ack
+        assert _texts(events) == texts[-200:]
