@@ -232,10 +232,10 @@ class Handlers:
             await self.approvals.sync(sid)
         history_loaded = True
         try:
-            hist = await self._read_session(conn, msg)
+            hist = await self._read_session(msg)
             if hist.row.get(HISTORY_LOADED) == b"0":
                 history_loaded = await self._load_history(sid, hist.row)
-                hist = await self._read_session(conn, msg)
+                hist = await self._read_session(msg)
             if not hist.row and not await self.client.exists(reservation_key(self.keys, sid)):
                 raise ProtocolError(
                     ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId
@@ -281,9 +281,7 @@ class Handlers:
             self._hosts_cache = (now, await list_hosts(self.client, self.keys))
         return self._hosts_cache[1]
 
-    async def _read_session(
-        self, conn: Connection, msg: protocol.WatchSession
-    ) -> history.SessionHistory:
+    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHistory:
         return await history.read_session(
             self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
         )
