@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -29,6 +29,7 @@ from shared.appendlog import EpochChanged
 from shared.approvals import PERMISSION_DECISION
 from shared.commands import LOAD_HISTORY
 from shared.keys import Keys
+from shared.preflight import StartupError, collector_dirs
 from shared.redis_conn import connect
 from shared.settings import Settings
 
@@ -164,10 +165,24 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
         await asyncio.wait_for(client.delete(keys.host(settings.host_id)), 1.0)
 
 
+@contextlib.contextmanager
+def _metrics_or_startup_error(registry: CollectorRegistry, port: int) -> Iterator[int]:
+    """:func:`metrics_server`, a port it cannot bind being a one-line :class:`StartupError`."""
+    with contextlib.ExitStack() as stack:
+        try:
+            bound = stack.enter_context(metrics_server(registry, port))
+        except OSError as exc:
+            raise StartupError(
+                f"collector metrics port {port} cannot be bound ({exc.strerror or exc}): "
+                "free it, or set RELAYBUS_COLLECTOR_METRICS_PORT to another port (0 = off)"
+            ) from None
+        yield bound
+
+
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    """Run one collector until ``stop`` is set."""
-    for sub in ("projects", "sessions"):
-        (settings.claude_dir / sub).mkdir(parents=True, exist_ok=True)
+    """Run one collector until ``stop`` is set. An unusable Claude directory or metrics
+    port raises :class:`StartupError` before anything runs."""
+    dirs = collector_dirs(settings)
     registry = CollectorRegistry()
     metrics = CollectorMetrics(registry)
     client = connect(settings)
@@ -180,7 +195,6 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         extra_handlers={PERMISSION_DECISION: approvals.decide, LOAD_HISTORY: history.handle},
     )
     engine.pub.traces = commands.traces
-    dirs = [engine.projects, engine.sessions_dir]
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
         "engine": lambda: drive(engine, wake, stop, metrics, commands, approvals, history),
         "commands": lambda: commands.run(stop),
@@ -189,9 +203,11 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         "rescan": lambda: rescan(wake, stop, interval_s=RESCAN_S),
         "heartbeat": lambda: heartbeat(client, settings, stop),
     }
-    log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
+    started = False
     try:
-        with metrics_server(registry, settings.collector_metrics_port):
+        with _metrics_or_startup_error(registry, settings.collector_metrics_port):
+            started = True
+            log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
             tasks = {
                 asyncio.create_task(supervise(n, f, stop, metrics), name=f"collector-{n}")
                 for n, f in jobs.items()
@@ -208,4 +224,5 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await client.aclose()
-        log.info("collector %s stopped", settings.host_id)
+        if started:
+            log.info("collector %s stopped", settings.host_id)

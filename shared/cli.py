@@ -85,6 +85,11 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
+    "doctor": (
+        "shared.doctor",
+        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
+        "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
+    ),
 }
 
 

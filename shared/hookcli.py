@@ -138,11 +138,25 @@ def hook(argv: Sequence[str]) -> int:
 
 
 def default_command() -> str:
-    """How Claude Code should start the hook: the ``relaybus`` script of this installation."""
+    """How Claude Code should start the hook: the ``relaybus`` script of this installation
+    (next to its Python, even when that venv is not activated), else the one on PATH."""
+    beside = Path(sys.executable).parent / "relaybus"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return f"{shlex.quote(str(beside.absolute()))} hook permission-request"
     found = shutil.which("relaybus")
     if found:
         return f"{shlex.quote(str(Path(found).resolve()))} hook permission-request"
     return f"{shlex.quote(sys.executable)} -m shared.cli hook permission-request"
+
+
+def wanted_command(approval_port: int, approval_timeout_s: float, base: str | None = None) -> str:
+    """The hook command ``install-hook`` writes for these settings."""
+    command = base or default_command()
+    if approval_port != DEFAULT_PORT:
+        command += f" --port {approval_port}"
+    if approval_timeout_s != DEFAULT_TIMEOUT_S:
+        command += f" --timeout {approval_timeout_s:g}"
+    return command
 
 
 def install_hook(argv: Sequence[str]) -> int:
@@ -165,11 +179,9 @@ def install_hook(argv: Sequence[str]) -> int:
         if args.remove:
             outcome = claude_settings.remove(path)
         else:
-            command = args.command or default_command()
-            if settings.approval_port != DEFAULT_PORT:
-                command += f" --port {settings.approval_port}"
-            if settings.approval_timeout_seconds != DEFAULT_TIMEOUT_S:
-                command += f" --timeout {settings.approval_timeout_seconds:g}"
+            command = wanted_command(
+                settings.approval_port, settings.approval_timeout_seconds, args.command
+            )
             # Claude Code's own hook timeout must outlast the hold, or it cuts the wait short.
             timeout = int(settings.approval_timeout_seconds + 2 * MARGIN_S)
             outcome = claude_settings.install(path, command, timeout)
