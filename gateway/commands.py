@@ -277,8 +277,7 @@ class GatewayCommands:
         return ok
 
     async def _load_history(self, sid: str, host: str) -> bool:
-        beat = await self._client.get(self._keys.host(host))
-        if beat is None or c.CAP_LOAD_HISTORY.encode() not in beat:
+        if c.CAP_LOAD_HISTORY not in c.host_capabilities(await self._client.get(self._keys.host(host))):
             log.info("history of %s not loaded: machine %s is offline or too old", sid, host)
             return False
         cmd = Command(

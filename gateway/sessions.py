@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from shared.commands import host_capabilities
 from shared.keys import Keys
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
@@ -103,12 +104,12 @@ async def list_hosts(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]
             beat = orjson.loads(raw)
         except orjson.JSONDecodeError:
             beat = {}
-        caps = beat.get("capabilities") if isinstance(beat, dict) else None
+        version = beat.get("version", "") if isinstance(beat, dict) else ""
         hosts.append(
             {
                 "host": name.decode("utf-8", "replace")[len(prefix) :],
-                "version": str(beat.get("version", "")) if isinstance(beat, dict) else "",
-                "capabilities": [str(x) for x in caps] if isinstance(caps, list) else [],
+                "version": str(version),
+                "capabilities": host_capabilities(raw),
             }
         )
     hosts.sort(key=lambda h: str(h["host"]))

@@ -229,6 +229,18 @@ def reservation_key(keys: Keys, sid: str) -> str:
     return f"{keys.prefix}newconv:{sid}"
 
 
+def host_capabilities(heartbeat: bytes | str | None) -> list[str]:
+    """The ``capabilities`` of a ``{ns}:host:<host>`` heartbeat value ([] when absent or unreadable)."""
+    if heartbeat is None:
+        return []
+    try:
+        value = orjson.loads(heartbeat)
+    except orjson.JSONDecodeError:
+        return []
+    caps = value.get("capabilities") if isinstance(value, dict) else None
+    return [str(x) for x in caps] if isinstance(caps, list) else []
+
+
 async def ensure_group(client: aioredis.Redis, stream: str) -> None:
     """Create the ``collectors`` group (and the stream) unless it exists; only BUSYGROUP is ignored."""
     try:
