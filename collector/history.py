@@ -105,8 +105,8 @@ async def listing(
         if plan.published or len(lines) < n_lines + LISTING_LINES or n_lines >= LISTING_MAX_LINES:
             break
         n_lines *= 8
-    if plan.published == 0:
-        return {}, None
+    if plan.published == 0 or plan.hash.get("hasContent") == "0":
+        return {}, None  # nothing to show (the projection's verdict, where it gives one)
     mtime_ms = int(mtime * 1000)
     activity = min(plan.activity_ms or mtime_ms, mtime_ms)
     h = {k: v for k, v in plan.hash.items() if k not in _NOT_LISTED}

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -45,6 +46,10 @@ REDIS_ERRORS = (
     OSError,
 )
 TICK_S = 1.0
+#: How often a session whose live-process file is gone looks for its process's exit.
+CLOSING_POLL_S = 0.1
+#: Batches read from one file before the other changed files get their turn.
+ROUND_BATCHES = 4
 RESCAN_S = 2.0
 SHUTDOWN_S = 5.0
 
@@ -89,13 +94,17 @@ async def drive(
                 need_start = False
             else:
                 paths, processes, full = wake.take()
+                more: set[Path] = set()
                 if full:
-                    await engine.sync_all()
+                    more |= await engine.sync_all(max_batches=ROUND_BATCHES)
                 for path in sorted(paths):
                     if stop.is_set():
                         break
-                    await engine.sync_path(path)
-                if processes:
+                    if await engine.sync_path(path, max_batches=ROUND_BATCHES):
+                        more.add(path)
+                if more:  # round robin: a huge file gets its next turn after the others
+                    wake.add(more)
+                if processes or engine.closing:
                     await engine.sync_processes()
             if commands is not None:
                 await commands.notices.apply(engine)
@@ -127,7 +136,10 @@ async def drive(
             wake.request_rescan()
             await sleep_unless(stop, backoff.next())
             continue
-        await wake.wait(max(0.0, next_tick - loop.time()))
+        wait_s = next_tick - loop.time()
+        if engine.closing:  # a process whose live file is gone: notice its exit promptly
+            wait_s = min(wait_s, CLOSING_POLL_S)
+        await wake.wait(max(0.0, wait_s))
 
 
 async def supervise(
@@ -189,6 +201,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
     approvals = Approvals(settings, wake.event.set, registry)
+    engine.observers.append(approvals)  # the terminal answering first resolves held requests
     history = HistoryRequests(wake.event.set)
     commands = CollectorCommands(
         settings, metrics.commands, wake.event.set,

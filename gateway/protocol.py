@@ -202,10 +202,13 @@ def gap_frame(
     session_id: str | None = None,
     epoch: str | None = None,
 ) -> dict[str, Any]:
+    """``gap_detected``. Its ``seqId`` is the last seq before the gap: a client that keeps
+    the highest ``seqId`` it saw never moves past what it was actually given."""
     frame: dict[str, Any] = {"type": "gap_detected"}
     if session_id is not None:
         frame["sessionId"] = session_id
     frame.update(fromSeqId=from_seq, toSeqId=to_seq, reason=reason)
     if epoch is not None:
         frame["epoch"] = epoch
+    frame["seqId"] = max(from_seq - 1, 0)
     return frame

@@ -53,21 +53,24 @@ def merge(
     ``floor``: events at or below it were already delivered and are dropped. Holes in the
     contiguous counter (the global ``seq``, or ``sessionSeq`` when ``by_session_seq``)
     become :class:`Gap` items placed before the event after the hole (unless ``holes`` is
-    false: history already filtered by entitlement is not contiguous by design).
+    false: history already filtered by entitlement is not contiguous by design). By global
+    seq a hole can only be the reader's own gap (the log was trimmed past it: reason
+    ``trimmed``), and a first event above ``floor + 1`` is one too: the live buffer holds
+    every event the reader dispatched above its floor.
     """
     out = Merged(last_seq=floor)
     key: Callable[[Event], int | None] = _session_seq if by_session_seq else _seq
-    prev: Event | None = None
+    prev: int | None = floor if holes and floor > 0 and not by_session_seq else None
+    reason = HOLE if by_session_seq else TRIMMED
     for ev in _ordered(history, live):
         if ev.seq <= out.last_seq:
             continue
-        if prev is not None and holes:
-            a, b = key(prev), key(ev)
-            if a is not None and b is not None and b != a + 1:
-                out.items.append(Gap(prev.seq + 1, ev.seq - 1, HOLE))
+        b = key(ev)
+        if prev is not None and b is not None and b != prev + 1:
+            out.items.append(Gap(out.last_seq + 1, ev.seq - 1, reason))
         out.items.append(ev)
         out.last_seq = ev.seq
-        prev = ev
+        prev = b if holes else None
     return out
 
 

@@ -32,6 +32,9 @@ ALLOW = "allow"
 DENY = "deny"
 TIMEOUT = "timeout"
 CANCELLED = "cancelled"
+#: The terminal answered first (the tool's result is in the transcript, or Claude Code's own
+#: dialog closed): the request is over, relaybus decided nothing.
+ANSWERED_ELSEWHERE = "answered_elsewhere"
 CLIENT_DECISIONS = frozenset({ALLOW, DENY})
 
 # Error codes of accept_diff / reject_diff.

@@ -1,8 +1,10 @@
 """tmux driver: type into the pane where an interactive ``claude`` runs.
 
-The pane is found from the process tree: the process's ``TMUX`` variable names the
-server socket, ``list-panes -a`` gives every pane's shell pid, and the pane whose pid is
-an ancestor of the Claude process is the one. Prompts are typed with
+The pane is the one the live-process file names (``tmux``, e.g. ``"main:@0.%0"``; Claude
+Code 2.1.332 writes it), checked with ``display-message``; else it is found from the
+process tree: the process's ``TMUX`` variable names the server socket, ``list-panes -a``
+gives every pane's shell pid, and the pane whose pid is an ancestor of the Claude process
+is the one. Prompts are typed with
 ``send-keys -l <text>`` then ``Enter`` (multi-line text is pasted); an interrupt is ``Escape``.
 """
 
@@ -57,8 +59,26 @@ class TmuxDriver:
             raise TmuxError(f"tmux {args[0]}: {err.decode(errors='replace').strip()}")
         return out.decode(errors="replace")
 
-    async def find_pane(self, pid: int) -> Pane | None:
-        """The tmux pane running ``pid``, or ``None`` when it runs outside tmux."""
+    async def named_pane(self, pid: int, name: str) -> Pane | None:
+        """The pane a live-process file names (``session:@window.%pane``), if it exists."""
+        target = name.rsplit(".", 1)[-1] if "%" in name else name
+        socket = environ(pid).get("TMUX", "").split(",", 1)[0] or None
+        try:
+            out = await self._tmux(
+                socket, "display-message", "-p", "-t", target, "#{pane_id} #{socket_path}"
+            )
+        except TmuxError as exc:
+            log.debug("pane %r of pid %d not found: %s", name, pid, exc)
+            return None
+        pane_id, _, socket_path = out.strip().partition(" ")
+        return Pane(socket_path or socket or "", pane_id) if pane_id.startswith("%") else None
+
+    async def find_pane(self, pid: int, name: str | None = None) -> Pane | None:
+        """The tmux pane running ``pid`` (``name``: what its live file says), or ``None``."""
+        if name:
+            pane = await self.named_pane(pid, name)
+            if pane is not None:
+                return pane
         tmux_var = environ(pid).get("TMUX", "")
         socket = tmux_var.split(",", 1)[0] or None
         try:

@@ -183,6 +183,7 @@ function handle(msg) {
         entrypoint: msg.entrypoint,
         host: msg.host,
         title: msg.title || undefined,
+        firstPrompt: msg.firstPrompt || undefined,
         startedAt: msg.startedAt,
         lastActivity: Math.max(Number(sessionInfo(msg.sessionId).lastActivity) || 0, Number(msg.startedAt) || 0) || undefined,
         live: true,
@@ -194,7 +195,7 @@ function handle(msg) {
       drawList();
       if (store.chat?.sessionId === msg.sessionId) chatView.header(sessionInfo(msg.sessionId));
       return undefined;
-    case "session_updated":
+    case "session_updated": // the session's SessionInfo changed (title, cwd, state, live…)
       return onSessionUpdated(msg);
     case "watch_ack":
       return onWatchAck(msg);
@@ -230,12 +231,13 @@ function handle(msg) {
 
 function onSessionUpdated(msg) {
   const info = msg.session;
-  if (!info || typeof info.id !== "string") return;
+  const sid = typeof msg.sessionId === "string" ? msg.sessionId : info?.id;
+  if (!info || typeof info !== "object" || typeof sid !== "string") return;
   store.noteSeq(msg.seqId);
-  store.upsert(info.id, info);
+  store.upsert(sid, { ...info, id: sid });
   drawList();
-  if (store.chat?.sessionId === info.id) {
-    chatView.header(sessionInfo(info.id));
+  if (store.chat?.sessionId === sid) {
+    chatView.header(sessionInfo(sid));
     drawTurn();
   }
 }

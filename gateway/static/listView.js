@@ -22,7 +22,7 @@ function stateLabel(st) {
 
 function row(s, now, onOpen) {
   const st = sessionState(s, now);
-  const prompt = promptLine(s);
+  const prompt = s.title ? promptLine(s) : ""; // without a title the first prompt is the title
   return h(
     "li",
     { class: `srow ${st.kind}`, dataset: { sessionId: s.id, state: st.kind } },

@@ -50,6 +50,20 @@ async def _live_pid(claude_dir: Path, sid: str) -> int:
     return live.pid
 
 
+async def test_the_pane_named_by_the_live_file_is_used(
+    tmux: TmuxServer, claude_dir: Path, workdir: Path
+) -> None:
+    """The live file's ``tmux`` field ("main:@0.%N") names the pane; a wrong name is no pane."""
+    sid = str(uuid.uuid4())
+    _start_interactive(tmux, claude_dir, workdir, sid)
+    pid = await _live_pid(claude_dir, sid)
+    pane_id = tmux.run("list-panes", "-t", "main", "-F", "#{pane_id}").split()[0]
+    window = tmux.run("list-panes", "-t", "main", "-F", "#{window_id}").split()[0]
+    pane = await TmuxDriver().named_pane(pid, f"main:{window}.{pane_id}")
+    assert pane is not None and pane.pane_id == pane_id and pane.socket.endswith(tmux.name)
+    assert await TmuxDriver().named_pane(pid, "main:@99.%999") is None
+
+
 async def test_find_pane_walks_the_process_tree(
     tmux: TmuxServer, claude_dir: Path, workdir: Path
 ) -> None:

@@ -4,7 +4,8 @@ Headless (``-p``): ``claude -p --resume <sid> | --session-id <sid> [args] -- <me
 appends a user record, then assistant records (the last with ``stop_reason: end_turn``) to
 ``$CLAUDE_CONFIG_DIR/projects/<encoded cwd>/<sid>.jsonl``. A message containing ``LONG``
 keeps the turn running until SIGINT, which appends ``[Request interrupted by user]`` and
-exits. Like the real CLI, ``--resume`` of a missing transcript and ``--session-id`` of an
+exits; one containing ``FAIL`` is taken (its user record written), then the run prints an
+API error and exits 1, as the real CLI does when the API refuses. Like the real CLI, ``--resume`` of a missing transcript and ``--session-id`` of an
 existing one fail. Each invocation's argv is appended to ``$FAKE_CLAUDE_LOG`` if set.
 
 Interactive (no ``-p``): announces itself in ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json``,
@@ -176,6 +177,10 @@ def _headless(transcript: Transcript, message: str) -> int:
 
     signal.signal(signal.SIGINT, on_sigint)
     transcript.user(message)
+    if "FAIL" in message:
+        time.sleep(0.3)
+        print("API Error: 400 stand-in refusal: prompt is too long")
+        return 1
     if "LONG" in message:
         mid = f"msg_{uuid.uuid4().hex[:24]}"
         transcript.assistant(f"Starting a long task: {message}", mid, None)

@@ -71,11 +71,14 @@ def test_each_row_says_its_state_and_older_sessions_come_last(
     stack.live_process(idle, "idle", pid=_sleeper(sleepers))
     ended, path = stack.new_session()
     stack.write(path, w.prompt(ended, "Done soon"), w.reply(ended, "Done."))
-    gone = stack.live_process(ended, "idle", pid=_sleeper(sleepers))
+    ended_pid = _sleeper(sleepers)
+    gone = stack.live_process(ended, "idle", pid=ended_pid)
 
     open_app(page, stack)
     for sid in (working, stale, waiting, idle, ended, old_sid):
         expect(page.locator(f'.srow[data-session-id="{sid}"]')).to_be_visible()
+    sleepers[-1].kill()  # the process exits and its live file goes: the session ends
+    sleepers[-1].wait()
     gone.unlink()
     expect(page.locator(f'.srow[data-session-id="{ended}"]')).to_have_attribute("data-state", "ended")
 
