@@ -96,6 +96,8 @@ class _Queued:
     events: list[OutEvent]
     published: asyncio.Future[None] | None = None
     cancelled: bool = False
+    #: A client decided the request (Claude Code's own dialog is over, whatever the live file says).
+    answered: bool = False
 
 
 @dataclass(slots=True)
@@ -303,7 +305,8 @@ class Approvals:
         frame = frames.permission_resolved(
             held.sid, request_key=held.key, decision=decision[0], message=decision[1]
         )
-        await self._publish(held.sid, frame, frames.PERMISSION_RESOLVED, wait=False)
+        await self._publish(held.sid, frame, frames.PERMISSION_RESOLVED, wait=False,
+                            answered=decision[0] in ap.CLIENT_DECISIONS)
         return decision
 
     # --- decisions pushed by gateways ----------------------------------------------------
@@ -348,11 +351,13 @@ class Approvals:
 
     # --- publishing through the engine task -------------------------------------------------
 
-    async def _publish(self, sid: str, frame: bytes, kind: str, *, wait: bool) -> bool:
+    async def _publish(
+        self, sid: str, frame: bytes, kind: str, *, wait: bool, answered: bool = False
+    ) -> bool:
         if len(self._queue) >= MAX_QUEUED:
             log.warning("approvals: publish queue full, dropping %s for %s", kind, sid)
             return False
-        item = _Queued(sid, [OutEvent(kind, frame, session_stream=True)])
+        item = _Queued(sid, [OutEvent(kind, frame, session_stream=True)], answered=answered)
         if wait:
             item.published = asyncio.get_running_loop().create_future()
         self._queue.append(item)
@@ -380,7 +385,9 @@ class Approvals:
             state = (await engine.pub.session(item.sid)).clone()
             events = list(item.events)
             h: dict[str, str] = {}
-            change = state.turn.on_approval(self.waiting_for(item.sid), _now_ms())
+            change = state.turn.on_approval(
+                self.waiting_for(item.sid), _now_ms(), answered=item.answered
+            )
             if change is not None:
                 events.append(turn_event(item.sid, change))
                 h.update(turn_hash(change))
