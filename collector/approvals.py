@@ -1,6 +1,7 @@
 """Permission requests from Claude Code's hook, held while someone can answer from a phone.
 
-``relaybus hook permission-request`` POSTs the hook's JSON to ``127.0.0.1:<approval_port>``.
+``relaybus hook permission-request`` POSTs the hook's JSON to the approval socket, a Unix
+socket in a directory only this user can enter (``collector.approval_endpoint``).
 The request is held only when a client with a full-access token watches the session
 (``RELAYBUS_APPROVAL_MODE=always``: regardless) and the session is known; otherwise the
 answer is "no decision" at once and Claude Code shows its own prompt. A held request is
@@ -37,7 +38,9 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Counter
 from redis.exceptions import RedisError
 
+from collector import approval_endpoint as endpoint
 from collector.sessions import turn_event, turn_hash
+from collector.tailer import open_regular
 from shared import approvals as ap
 from shared import frames, projection
 from shared.appendlog import OutEvent
@@ -126,18 +129,14 @@ class Approvals:
         if self.settings.approval_port == 0:
             return
         self._client = connect(self.settings)
+        bound: tuple[asyncio.Server, Path, int] | None = None
         try:
-            try:
-                server = await asyncio.start_server(
-                    self._connection, "127.0.0.1", self.settings.approval_port,
-                    limit=HEADER_MAX_BYTES,
-                )
-            except OSError as exc:
-                log.error("approvals off: cannot listen on 127.0.0.1:%d (%s)",
-                          self.settings.approval_port, exc)
+            bound = await endpoint.listen(self.settings, self._connection, limit=HEADER_MAX_BYTES)
+            if bound is None:
                 return
-            self.port = server.sockets[0].getsockname()[1]
-            log.info("approvals: listening on 127.0.0.1:%d", self.port)
+            server, path, _ino = bound
+            self.port = self.settings.approval_port
+            log.info("approvals: listening on %s", path)
             async with server:
                 await stop.wait()
                 server.close()
@@ -149,6 +148,8 @@ class Approvals:
                         break
                     await asyncio.sleep(0.02)
         finally:
+            if bound is not None:
+                endpoint.unlink(bound[1], bound[2])
             await self._client.aclose()
             self._client = None
 
@@ -208,14 +209,15 @@ class Approvals:
         if s.approval_mode == "watched" and not await self._watchers(sid):
             log.info("approvals: %s %s: nobody watching, no decision", sid, name)
             return "unwatched", {}
-        if not await self._op(self._redis.hexists(self.keys.session(sid), "host")):
+        host, cwd = await self._op(self._redis.hmget(self.keys.session(sid), ["host", "cwd"]))
+        if not host:
             log.info("approvals: %s %s: unknown session, no decision", sid, name)
             return "unknown_session", {}
         key = uuid.uuid4().hex
         expires = _now_ms() + int(s.approval_timeout_seconds * 1000)
         taken = {h.tool_use_id for h in self.held.values() if h.sid == sid and h.tool_use_id}
         tool_use_id, edit = await asyncio.to_thread(
-            self._describe, req.get("transcript_path"), name, tool_input, taken
+            self._describe, req.get("transcript_path"), name, tool_input, taken, _text(cwd),
         )
         held = Held(key, sid, name, asyncio.get_running_loop().create_future(), tool_use_id,
                     saw_waiting=self._live.get(sid) == "waiting")
@@ -402,15 +404,21 @@ class Approvals:
         return ap.live_watchers(fields, _now_ms())
 
     def _describe(
-        self, transcript: Any, name: str, tool_input: dict[str, Any], taken: set[str]
+        self, transcript: Any, name: str, tool_input: dict[str, Any], taken: set[str],
+        cwd: str | None,
     ) -> tuple[str | None, dict[str, Any] | None]:
-        """(toolUseId of the matching unanswered ``tool`` block, edit preview); off the loop."""
+        """(toolUseId of the matching unanswered ``tool`` block, edit preview); off the loop.
+
+        The request is not trusted: the transcript is read only inside the claude dir (real
+        paths), the preview reads files only under the session's own cwd (from Redis).
+        """
         tool_use_id = None
-        if isinstance(transcript, str):
-            path = Path(os.path.abspath(transcript))
-            if path.is_relative_to(Path(os.path.abspath(self.settings.claude_dir))):
-                tool_use_id = match_tool_use(path, name, tool_input, taken=taken)
-        return tool_use_id, ap.edit_preview(name, tool_input)
+        if isinstance(transcript, str) and os.path.isabs(transcript):
+            real = os.path.realpath(transcript)
+            root = os.path.realpath(self.settings.claude_dir)
+            if os.path.commonpath([real, root]) == root:
+                tool_use_id = match_tool_use(Path(real), name, tool_input, taken=taken)
+        return tool_use_id, ap.edit_preview(name, tool_input, root=cwd)
 
 
 def match_tool_use(
@@ -423,7 +431,7 @@ def match_tool_use(
     input with defaults added, e.g. ``"replace_all": false``), else the only one.
     """
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = f.seek(0, os.SEEK_END)
             start = max(0, size - TRANSCRIPT_TAIL_BYTES)
             f.seek(start)
@@ -488,6 +496,12 @@ async def _read_body(reader: asyncio.StreamReader) -> bytes | None:
     if not 0 <= length <= BODY_MAX_BYTES:
         return None
     return await reader.readexactly(length)
+
+
+def _text(raw: bytes | str | None) -> str | None:
+    if isinstance(raw, bytes):
+        return raw.decode(errors="replace") or None
+    return raw or None
 
 
 def _now_ms() -> int:

@@ -76,13 +76,13 @@ class CollectorMetrics:
 
 
 @contextmanager
-def metrics_server(registry: CollectorRegistry, port: int) -> Iterator[int]:
-    """Serve ``/metrics`` on ``port`` (0 = off) for the duration of the block; yields the port."""
+def metrics_server(registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> Iterator[int]:
+    """Serve ``/metrics`` on ``host:port`` (0 = off) for the duration of the block; yields the port."""
     if port == 0:
         yield 0
         return
-    server, thread = start_http_server(port, registry=registry)
-    log.info("metrics on :%d/metrics", port)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    log.info("metrics on %s:%d/metrics", host, port)
     try:
         yield port
     finally:

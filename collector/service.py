@@ -178,14 +178,14 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
 
 
 @contextlib.contextmanager
-def _metrics_or_startup_error(registry: CollectorRegistry, port: int) -> Iterator[int]:
+def _metrics_or_startup_error(registry: CollectorRegistry, port: int, host: str) -> Iterator[int]:
     """:func:`metrics_server`, a port it cannot bind being a one-line :class:`StartupError`."""
     with contextlib.ExitStack() as stack:
         try:
-            bound = stack.enter_context(metrics_server(registry, port))
+            bound = stack.enter_context(metrics_server(registry, port, host))
         except OSError as exc:
             raise StartupError(
-                f"collector metrics port {port} cannot be bound ({exc.strerror or exc}): "
+                f"collector metrics port {port} on {host} cannot be bound ({exc.strerror or exc}): "
                 "free it, or set RELAYBUS_COLLECTOR_METRICS_PORT to another port (0 = off)"
             ) from None
         yield bound
@@ -218,7 +218,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     }
     started = False
     try:
-        with _metrics_or_startup_error(registry, settings.collector_metrics_port):
+        with _metrics_or_startup_error(
+            registry, settings.collector_metrics_port, settings.collector_metrics_host
+        ):
             started = True
             log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
             tasks = {

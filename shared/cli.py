@@ -40,6 +40,7 @@ COLLECTOR_FIELDS = [
     "turn_backstop_seconds",
     "session_idle_minutes",
     "collector_metrics_port",
+    "collector_metrics_host",
     "heartbeat_ttl_s",
     "batch_max_lines",
     "max_line_bytes",
@@ -52,6 +53,7 @@ COLLECTOR_FIELDS = [
     "approval_mode",
     "approval_timeout_seconds",
     "approval_port",
+    "approval_socket",
 ]
 GATEWAY_FIELDS = [
     "gateway_host",

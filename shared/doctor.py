@@ -16,15 +16,15 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import claude_settings, hookcli
+from shared import approval_socket, claude_settings, hookcli
+from shared.lan import lan_address
 from shared.preflight import claude_dir_problem, port_problem
 from shared.redis_conn import RedisRefused, probe, redis_address
 from shared.settings import Settings
-from shared.up import lan_address
 
 OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 CONNECT_TIMEOUT_S = 2.0
@@ -106,8 +106,8 @@ def check_ports(settings: Settings) -> list[Check]:
     gateway_running = _gateway_answers(_loopback(settings.gateway_host), settings.gateway_port)
     wanted = [
         ("gateway", settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT"),
-        ("metrics", "0.0.0.0", settings.collector_metrics_port, "RELAYBUS_COLLECTOR_METRICS_PORT"),
-        ("approvals", "127.0.0.1", settings.approval_port, "RELAYBUS_APPROVAL_PORT"),
+        ("metrics", settings.collector_metrics_host, settings.collector_metrics_port,
+         "RELAYBUS_COLLECTOR_METRICS_PORT"),
     ]
     out = []
     for name, host, port, variable in wanted:
@@ -121,7 +121,23 @@ def check_ports(settings: Settings) -> list[Check]:
             out.append(Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}"))
         else:
             out.append(Check(FAIL, "port", f"{name}: {problem} (a relaybus already running?)"))
+    out.append(check_approval_socket(settings))
     return out
+
+
+def check_approval_socket(settings: Settings) -> Check:
+    """The hook reaches the collector over a Unix socket whose directory must be private."""
+    if settings.approval_port == 0:
+        return Check(NOTE, "port", "approvals: off (RELAYBUS_APPROVAL_PORT=0)")
+    path = approval_socket.socket_path(settings.approval_port, settings.approval_socket)
+    try:
+        approval_socket.check_path(path)
+        if path.parent.exists():
+            approval_socket.check_private_dir(path.parent, create=False)
+    except approval_socket.UnsafeEndpoint as exc:
+        return Check(FAIL, "port", f"approvals: {exc} — remove or fix that directory, or set "
+                     "RELAYBUS_APPROVAL_SOCKET to a path in a directory of yours (0700)")
+    return Check(OK, "port", f"approvals: socket {path} (directory private to this user)")
 
 
 def check_hook(settings: Settings) -> Check:
@@ -130,7 +146,8 @@ def check_hook(settings: Settings) -> Check:
         commands = claude_settings.installed_commands(claude_settings.load(path))
     except (claude_settings.SettingsFileError, OSError) as exc:
         return Check(FAIL, "hook", f"{exc} — fix it by hand, then run `relaybus install-hook`")
-    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds)
+    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds,
+                                    socket=settings.approval_socket)
     if not commands:
         return Check(NOTE, "hook", f"not installed in {path}: phones cannot answer permission "
                      "prompts — `relaybus install-hook` adds it")
@@ -151,10 +168,10 @@ def check_prompts(settings: Settings) -> Check:
     return Check(OK, "prompts", f"allowed on this machine, run with {found}")
 
 
-def check_lan(settings: Settings, lan: Callable[[], str] = lan_address) -> Check:
+def check_lan(settings: Settings) -> Check:
     """Phones use ``http://<lan address>:<port>``: connect there, to the running gateway or
     to a listener bound the way the gateway binds."""
-    address, port = lan(), settings.gateway_port
+    address, port = lan_address(), settings.gateway_port
     url = f"http://{address}:{port}/"
     if address.startswith("127."):
         return Check(WARN, "lan", "this machine has no LAN address (no default route): phones "

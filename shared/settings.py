@@ -42,6 +42,10 @@ def check_redis_url(url: str) -> None:
     if not parts.hostname:
         raise ValueError("names no host (redis://:password@host:6379/0)")
     try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise ValueError(f"has an invalid host name {parts.hostname!r}") from None
+    try:
         port = parts.port
     except ValueError:
         raise ValueError("has a port that is not a number from 1 to 65535") from None
@@ -134,6 +138,10 @@ class Settings(BaseSettings):
         ge=0,
         le=65535,
         description="Prometheus /metrics port of the collector (0 = off)",
+    )
+    collector_metrics_host: str = Field(
+        default="0.0.0.0",
+        description="address the collector's /metrics listens on (relaybus up: 127.0.0.1 unless set)",
     )
     heartbeat_ttl_s: int = Field(
         default=15,
@@ -243,7 +251,11 @@ class Settings(BaseSettings):
         default=9465,
         ge=0,
         le=65535,
-        description="loopback port where the collector takes permission requests from the Claude Code hook (0 = off)",
+        description="names the collector's approval socket <runtime dir>/approval-<port>.sock for the Claude Code hook (0 = off)",
+    )
+    approval_socket: Path | None = Field(
+        default=None,
+        description="path of the approval socket instead (its directory must be private: 0700, yours)",
     )
 
     @field_validator("log_level", mode="before")

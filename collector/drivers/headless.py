@@ -1,10 +1,10 @@
 """Headless driver: one ``claude -p`` child per running prompt.
 
-``<bin> -p --resume <sid> <args> -- <message>`` (``--session-id`` for a conversation
-without a transcript yet) runs in the session's cwd with the user's environment, so the
-CLI appends to the transcript the collector already tails. One run per session; an
-interrupt is SIGINT to the child's process group, escalated to SIGTERM and SIGKILL after
-``grace_s`` each.
+``<bin> -p --resume=<sid> <args> -- <message>`` (``--session-id=<sid>`` for a conversation
+without a transcript yet) runs in the session's cwd with the user's environment less
+``RELAYBUS_*`` and Redis passwords, so the CLI appends to the transcript the collector
+already tails. One run per session; an interrupt is SIGINT to the child's process group,
+escalated to SIGTERM and SIGKILL after ``grace_s`` each.
 
 :meth:`HeadlessDriver.prompt` returns once the run took the prompt (its transcript grew,
 or it finished) — a run that exits non-zero before that (``No conversation found``, an
@@ -29,6 +29,7 @@ from typing import Any
 
 from collector.drivers import DriverError, TurnHooks
 from shared.commands import BRIDGE_ERROR, BUSY, PROMPT_FAILED
+from shared.ids import valid_session_id
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,20 @@ class Run:
         return f"claude exited with code {self.code}"
 
 
+#: Never passed to a child: the collector's own settings (Redis URL with its password,
+#: tokens) and Redis clients' password variables. A prompt-injected tool in the child
+#: could otherwise read them.
+SECRET_PREFIXES = ("RELAYBUS_",)
+SECRET_NAMES = frozenset({"REDISCLI_AUTH", "REDIS_URL", "REDIS_PASSWORD", "VALKEY_URL"})
+
+
 def child_env(settings: Settings) -> dict[str, str]:
-    """The user's environment, pointing the CLI at the claude dir this collector tails."""
-    env = dict(os.environ)
+    """The user's environment without relaybus's secrets, pointing the CLI at the claude
+    dir this collector tails."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(SECRET_PREFIXES) and k not in SECRET_NAMES
+    }
     configured = env.get("CLAUDE_CONFIG_DIR")
     default = Path(configured) if configured else Path.home() / ".claude"
     if default.resolve() != settings.claude_dir.resolve():
@@ -100,9 +112,12 @@ class HeadlessDriver:
         return run.ended.is_set()
 
     def argv(self, session_id: str, message: str, *, new: bool) -> list[str]:
+        """The child's argv; the id is glued to its flag so it can never read as an option."""
+        if not valid_session_id(session_id):
+            raise DriverError(BRIDGE_ERROR, "invalid session id")
         s = self._settings
         flag = "--session-id" if new else "--resume"
-        return [s.claude_bin, "-p", flag, session_id, *shlex.split(s.claude_args), "--", message]
+        return [s.claude_bin, "-p", f"{flag}={session_id}", *shlex.split(s.claude_args), "--", message]
 
     async def prompt(
         self,

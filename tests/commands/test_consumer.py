@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -162,7 +163,7 @@ async def test_prompt_runs_once_and_turn_follows(start_bus: Callable[..., Any]) 
     await wait_for(lambda: ("ended", sid, None) in bus.hooks.calls, what="turn end")
     assert texts(path, "user")[-1] == "what now?"
     assert texts(path, "assistant")[-1] == "Done: what now?"
-    assert [r["argv"][1:3] for r in bus.runs()] == [["--resume", sid]]
+    assert [r["argv"][1] for r in bus.runs()] == [f"--resume={sid}"]
     assert bus.count("prompt", "ok") == 1
 
 
@@ -215,7 +216,7 @@ async def test_new_conversation_then_first_prompt_uses_session_id(
     assert texts(path, "user") == ["hello new"]
     assert (await bus.call(c.PROMPT, sid, message="again")).ok
     await wait_for(lambda: len(texts(path, "user")) == 2, what="second run")
-    assert [r["argv"][1] for r in bus.runs()] == ["--session-id", "--resume"]
+    assert [r["argv"][1] for r in bus.runs()] == [f"--session-id={sid}", f"--resume={sid}"]
 
 
 async def test_busy_and_interrupt_through_the_stream(start_bus: Callable[..., Any]) -> None:
@@ -385,3 +386,25 @@ async def test_an_interrupt_of_a_session_shown_working_is_never_no_active_turn(
     assert (await bus.call(c.INTERRUPT, sid)).code == c.NO_ACTIVE_TURN
     await bus.client.hset(bus.keys.session(sid), "state", "working")
     assert (await bus.call(c.INTERRUPT, sid)).code == c.INTERRUPT_UNAVAILABLE
+
+
+async def test_an_interrupt_is_not_held_up_by_a_starting_prompt(
+    start_bus: Callable[..., Any], claude_bin: Path, tmp_path: Path
+) -> None:
+    """A prompt waits for its slow-starting run to take it; the session's interrupt, sent
+    right after, is answered meanwhile (commands run in tasks, in order per session)."""
+    slow = tmp_path / "slow-claude"
+    slow.write_text(f"#!/bin/sh\nsleep 8\nexec {claude_bin} \"$@\"\n")
+    slow.chmod(0o755)
+    bus: Bus = await start_bus(claude_bin=str(slow))
+    sid, _ = await bus.session()
+    prompt = bus.command(c.PROMPT, sid, message="hello")
+    interrupt = bus.command(c.INTERRUPT, sid)
+    sent = time.monotonic()
+    await bus.send(prompt)
+    await bus.send(interrupt)
+    ack = await bus.reply_to(interrupt)
+    assert time.monotonic() - sent < 6  # not after the 8 s start the prompt waits for
+    assert ack.ok and ack.data == {"driver": "headless"}
+    reply = await bus.reply_to(prompt)
+    assert reply.ok  # interrupted before it began: not a failure

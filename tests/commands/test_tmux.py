@@ -129,3 +129,29 @@ async def test_prompt_and_interrupt_through_the_pane(
     assert reply.ok and reply.data == {"driver": "tmux"}
     await wait_for(lambda: texts(path, "user")[-1] == INTERRUPTED, what="interruption")
     assert "meanwhile" not in texts(path, "user")
+
+
+async def test_control_characters_never_reach_the_pane(
+    tmux: TmuxServer,
+    claude_dir: Path,
+    workdir: Path,
+    server: RedisServer,
+    namespace: str,
+    admin: aioredis.Redis,
+) -> None:
+    """\\r, ^C, ESC and an early paste end are refused whole; paste markers alone are stripped."""
+    sid = str(uuid.uuid4())
+    keys = Keys(namespace)
+    _start_interactive(tmux, claude_dir, workdir, sid)
+    await _live_pid(claude_dir, sid)
+    await admin.hset(keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"})
+    settings = make_settings(server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent")
+    controller = Controller(settings, admin, RecordingHooks())
+    path = transcript_path(claude_dir, str(workdir), sid)
+    for attack in ["look\rrm -rf ~", "a\x03b", "x\x1b", "one\ntwo\x1b[201~\rthree", "c1\x9b2~"]:
+        reply = await controller.execute(_cmd(c.PROMPT, sid, message=attack))
+        assert (reply.ok, reply.code) == (False, "invalid_message"), attack
+    ok = await controller.execute(_cmd(c.PROMPT, sid, message="\x1b[200~safe\r\nend\x1b[201~"))
+    assert ok.ok
+    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: safe\nend"], what="clean prompt")
+    assert texts(path, "user") == ["safe\nend"]

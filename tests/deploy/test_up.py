@@ -12,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.up import lan_address
+from shared.lan import lan_address
 from tests.conftest import BINARIES, DEFAULT_KIND
 from tests.support.collector_records import append, poll, transcript, user_line
+from tests.support.commands_env import wait_for
 from tests.support.deploy_up import UpProc, child_pids, gone
 from tests.support.gateway_client import Frame, WsClient
 from tests.support.servers import RedisServer, free_port
@@ -48,12 +49,12 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
     banner = up.start().wait_banner()
     token = banner["Token"]
     assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/?token={token}"
-    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
-    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
-    assert "24 h" in banner["Watching"]
     token_file = up.state_dir / "token"
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
+    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
+    assert "24 h" in banner["Watching"]
     assert up.proc is not None
     servers = child_pids(up.proc.pid)
     assert len(servers) == 1  # the embedded server, nothing else
@@ -167,7 +168,7 @@ def test_up_names_a_taken_metrics_port_once(tmp_path: Path, claude_dir: Path) ->
             line = _failed_start(up)
         finally:
             up.kill()
-    assert f"port {taken} on 0.0.0.0 (RELAYBUS_COLLECTOR_METRICS_PORT)" in line
+    assert f"port {taken} on 127.0.0.1 (RELAYBUS_COLLECTOR_METRICS_PORT)" in line
 
 
 def test_up_refuses_an_unusable_state_dir(tmp_path: Path, claude_dir: Path) -> None:
@@ -231,3 +232,33 @@ def test_lan_address_is_an_ipv4_address() -> None:
     address = lan_address()
     assert socket.inet_aton(address)
     assert not address.startswith("0.")
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local IPv4 addresses (hex, as /proc/net/tcp shows them) listening on ``port``."""
+    found = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = row.split()[1], row.split()[3]
+        address, _, hexport = local.partition(":")
+        if state == "0A" and int(hexport, 16) == port:
+            found.add(address)
+    return found
+
+
+async def test_up_serves_collector_metrics_on_loopback_only(tmp_path: Path, claude_dir: Path) -> None:
+    """Under `relaybus up` the collector's /metrics listens on 127.0.0.1, not on every interface."""
+    proc = UpProc(tmp_path, claude_dir)
+    metrics_port = free_port()
+    proc.args[proc.args.index("--collector-metrics-port") + 1] = str(metrics_port)
+    try:
+        proc.start().wait_banner()
+
+        async def listening() -> set[str]:
+            return _listening_addresses(metrics_port)
+
+        assert await wait_for(listening, what="collector /metrics listening") == {"0100007F"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            page = await http.get(f"http://127.0.0.1:{metrics_port}/metrics")
+            assert "relaybus_collector_lines_read_total" in page.text
+    finally:
+        proc.kill()

@@ -66,6 +66,11 @@ def states(frames: list[Frame], sid: str) -> list[str]:
     return [f["state"] for f in frames if f["type"] == "turn_status" and f["sessionId"] == sid]
 
 
+def collapsed(values: list[str]) -> list[str]:
+    """``values`` without consecutive repeats (``waiting`` may be re-announced with a new reason)."""
+    return [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+
+
 def of_type(frames: list[Frame], type_: str, sid: str | None = None) -> list[Frame]:
     return [f for f in frames if f["type"] == type_ and (sid is None or f.get("sessionId") == sid)]
 

@@ -5,8 +5,8 @@ the CLI otherwise. :func:`rig` starts Redis, the fake Messages API, a collector 
 (prompts allowed, the approval endpoint on), an in-process gateway, and sets the
 environment every child inherits: temporary ``HOME``/``CLAUDE_CONFIG_DIR``/``TMPDIR``,
 ``ANTHROPIC_BASE_URL`` at the fake API, a dummy key, no telemetry, no updates.
-:class:`Recorder` is a WebSocket client that keeps every frame with its arrival time and
-watches each session as soon as it starts. :meth:`Rig.report` is the JSON the test gets.
+:mod:`tests.realcli.observe` has the clients and pollers, :mod:`tests.realcli.terminals`
+the tmux and pty terminals; :meth:`Rig.report` is the JSON the test gets.
 """
 
 from __future__ import annotations
@@ -17,20 +17,24 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import BINARIES, DEFAULT_KIND, make_settings
+from tests.realcli.observe import LivePoller, Recorder
+from tests.realcli.terminals import Pty, Tmux
 from tests.support.collector_proc import CollectorProc
 from tests.support.fake_anthropic import FakeAnthropic
-from tests.support.gateway_client import FULL, Frame, WsClient
+from tests.support.gateway_client import WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
+from tests.support.netns import claude_binary
 from tests.support.netns_inside import assert_isolated
 from tests.support.servers import RedisServer, free_port
 
@@ -63,124 +67,6 @@ class CliRun:
                 "rc": self.rc, "stdout": self.stdout[-2000:], "stderr": self.stderr[-2000:]}
 
 
-class Recorder:
-    """A WebSocket client receiving in the background; every frame gets ``_at`` (epoch s)."""
-
-    def __init__(self, ws: WsClient, *, auto_watch: bool) -> None:
-        self.ws = ws
-        self.auto_watch = auto_watch
-        self.frames: list[Frame] = []
-        self._task: asyncio.Task[None] | None = None
-        self._n = 0
-        self.watched: set[str] = set()
-
-    async def start(self) -> Recorder:
-        await self.ws.hello(FULL)
-        self._task = asyncio.create_task(self._loop())
-        return self
-
-    async def _loop(self) -> None:
-        assert self.ws.ws is not None
-        async for raw in self.ws.ws:
-            frame: Frame = json.loads(raw)
-            frame["_at"] = time.time()
-            self.frames.append(frame)
-            if self.auto_watch and frame["type"] == "session_started" \
-                    and frame["sessionId"] not in self.watched:
-                await self.watch(frame["sessionId"])
-
-    async def watch(self, sid: str) -> None:
-        """Watch ``sid`` (once: a second watch would replay what was already received)."""
-        self.watched.add(sid)
-        self._n += 1
-        await self.ws.send({"type": "watch_session", "requestId": f"w{self._n}", "sessionId": sid})
-
-    async def send(self, frame: Frame) -> None:
-        await self.ws.send(frame)
-
-    async def until(self, pred: Callable[[list[Frame]], Any], timeout_s: float = 30.0,
-                    what: str = "frames") -> Any:
-        """Poll until ``pred(frames)`` is truthy; its value."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = pred(self.frames)
-            if value:
-                return value
-            if self._task is not None and self._task.done():
-                self._task.result()
-                raise AssertionError(f"connection closed while waiting for {what}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-            await asyncio.sleep(0.02)
-
-    async def reply(self, request_id: str, timeout_s: float = 30.0) -> Frame:
-        """The direct reply (any type) carrying ``requestId``."""
-        found: Frame = await self.until(
-            lambda fs: next((f for f in fs if f.get("requestId") == request_id
-                             and f["type"] not in ("watch_ack",)), None),
-            timeout_s, f"reply to {request_id}")
-        return found
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-
-def states(frames: list[Frame], sid: str) -> list[str]:
-    return [f["state"] for f in frames if f["type"] == "turn_status" and f["sessionId"] == sid]
-
-
-def started_sid(frames: list[Frame]) -> str | None:
-    return next((f["sessionId"] for f in frames if f["type"] == "session_started"), None)
-
-
-class LivePoller:
-    """Every change of ``sessions/*.json`` and of transcript line counts, with times.
-
-    For docs/claude-code-notes.md: how the live file races the transcript.
-    """
-
-    def __init__(self, claude_dir: Path, interval_s: float = 0.005) -> None:
-        self.claude_dir = claude_dir
-        self.interval_s = interval_s
-        self.timeline: list[dict[str, Any]] = []
-        self.task: asyncio.Task[None] | None = None
-
-    def _snapshot(self) -> dict[str, Any]:
-        live = {}
-        for path in (self.claude_dir / "sessions").glob("*.json"):
-            with contextlib.suppress(OSError, ValueError):
-                doc = json.loads(path.read_text())
-                live[path.name] = {k: doc.get(k) for k in ("status", "waitingFor", "sessionId",
-                                                           "entrypoint", "kind", "tmux")}
-        lines = {}
-        for path in (self.claude_dir / "projects").rglob("*.jsonl"):
-            with contextlib.suppress(OSError):
-                data = path.read_bytes()
-                last = data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
-                with contextlib.suppress(ValueError):
-                    last = json.loads(last).get("type", "?").encode()
-                lines[path.name] = [data.count(b"\n"), last.decode(errors="replace")[:40]]
-        return {"live": live, "lines": lines}
-
-    async def run(self) -> None:
-        previous: dict[str, Any] = {}
-        while True:
-            snap = self._snapshot()
-            if snap != previous:
-                self.timeline.append({"at": time.time(), **snap})
-                previous = snap
-            await asyncio.sleep(self.interval_s)
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-
-
 @dataclass
 class Rig:
     root: Path
@@ -197,7 +83,8 @@ class Rig:
     gateway: RunningGateway | None = None
     runs: list[CliRun] = field(default_factory=list)
     recorders: dict[str, Recorder] = field(default_factory=dict)
-    tmux_name: str | None = None
+    tmux: Tmux | None = None
+    pty: Pty | None = None
     notes: dict[str, Any] = field(default_factory=dict)
     pollers: list[LivePoller] = field(default_factory=list)
     stack: AsyncExitStack = field(default_factory=AsyncExitStack)
@@ -226,47 +113,16 @@ class Rig:
                 raise AssertionError(f"timed out waiting for turn request {turns}: {got}")
             await asyncio.sleep(0.02)
 
-    # --- tmux -----------------------------------------------------------------------------
-    def tmux(self, *args: str) -> str:
-        assert self.tmux_name is not None
-        out = subprocess.run(["tmux", "-L", self.tmux_name, *args], capture_output=True,
-                             text=True, timeout=10, check=True)
-        return out.stdout
+    # --- the interactive CLI ---------------------------------------------------------------
+    def start_interactive(self, *args: str) -> Tmux:
+        """The interactive ``claude <args>`` in a new tmux server (killed at the end)."""
+        self.tmux = Tmux().start([self.claude, *args], self.workdir)
+        return self.tmux
 
-    def start_interactive(self, *args: str) -> None:
-        """The interactive ``claude`` in a new tmux server (200×50 pane ``main``)."""
-        assert_isolated()
-        self.tmux_name = f"rc{uuid.uuid4().hex[:8]}"
-        command = " ".join([self.claude, *args])
-        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", "200", "-y", "50",
-                  "-c", str(self.workdir), command)
-
-    def kill_tmux(self) -> None:
-        if self.tmux_name is not None:
-            subprocess.run(["tmux", "-L", self.tmux_name, "kill-server"], capture_output=True,
-                           timeout=10, check=False)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "main")
-
-    async def type_keys(self, text: str, *, enter: bool = True) -> None:
-        """Type ``text`` into the pane as a person would (literal keys), then Enter."""
-        if text:
-            self.tmux("send-keys", "-t", "main", "-l", "--", text)
-        if enter:
-            await asyncio.sleep(0.3)
-            self.tmux("send-keys", "-t", "main", "Enter")
-
-    async def screen_until(self, pred: Callable[[str], bool], timeout_s: float = 30.0,
-                           what: str = "screen") -> str:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            text = self.screen()
-            if pred(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
-            await asyncio.sleep(0.1)
+    async def start_in_pty(self, *args: str) -> Pty:
+        """The interactive ``claude <args>`` on a plain pseudo-terminal (killed at the end)."""
+        self.pty = await Pty().start([self.claude, *args], self.workdir)
+        return self.pty
 
     # --- clients ------------------------------------------------------------------------
     async def client(self, name: str, *, auto_watch: bool = True) -> Recorder:
@@ -361,7 +217,7 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     """Everything a scenario needs, started inside the namespace; stopped in reverse order."""
     assert_isolated()
-    claude = os.environ["RELAYBUS_TEST_CLAUDE_BIN"]
+    claude = os.environ.get("RELAYBUS_TEST_CLAUDE_BIN") or str(claude_binary())
     tmp = Path(tempfile.mkdtemp(prefix="rc", dir="/tmp"))
     home, claude_dir, workdir = root / "home", root / "claude", root / "work"
     for d in (home, workdir):
@@ -373,6 +229,7 @@ async def rig(
         server.start()
         stack.callback(server.stop)
         _isolated_env(tmp, home, claude_dir, api.url)
+        os.environ["RELAYBUS_TEST_CLAUDE_BIN"] = claude  # for the next rig of this process
         _seed_config(claude_dir, workdir, settings or {})
         namespace = f"rc{uuid.uuid4().hex[:10]}"
         r = Rig(root, tmp, claude, api, server, namespace, claude_dir, home, workdir, free_port())
@@ -404,13 +261,14 @@ async def rig(
                     if run.proc.returncode is None:
                         run.proc.kill()
                         await run.proc.wait()
-                r.kill_tmux()
+                if r.tmux is not None:
+                    r.tmux.kill()
+                if r.pty is not None:
+                    await r.pty.close()
 
 
 def _install_hook(r: Rig) -> None:
     """``relaybus install-hook`` as a user runs it: the hook goes into the CLI's settings.json."""
-    import sys
-
     env = {**os.environ, "RELAYBUS_CLAUDE_DIR": str(r.claude_dir),
            "RELAYBUS_APPROVAL_PORT": str(r.approval_port),
            "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "60"}

@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from tests.realcli import checks
-from tests.realcli.rig import rig, started_sid
+from tests.realcli.observe import started_sid
+from tests.realcli.rig import rig
 from tests.support.netns import run_isolated
+
+pytestmark = pytest.mark.realcli
 
 ALLOW_TOOLS = {"permissions": {"allow": ["Read", "Edit", "Write", "Bash", "Agent"]}}
 
@@ -59,8 +62,6 @@ async def print_then_resume(root: Path) -> dict[str, Any]:
         return r.report(sid=sid, notes_after=(work / "notes.txt").read_text())
 
 
-@pytest.mark.xfail(strict=False, reason="collector restarts a session on a trailing bookkeeping "
-                   "line after most exits (issue 10 item 1, branch state)")
 def test_print_runs_watched_live(tmp_path: Path) -> None:
     """A tool run with a sub-agent and its --resume turn: every line once, one working→idle per
     run, not live 2 s after each exit; a resume of an unknown id exits 1 naming the reason."""
@@ -75,7 +76,7 @@ def test_print_runs_watched_live(tmp_path: Path) -> None:
     checks.assert_not_live_after(report, sid, first["ended"], until=second["started"])
     checks.assert_not_live_after(report, sid, second["ended"])
 
-    turns = [q for q in report["requests"] if q["kind"] == "turn"]
+    turns: list[dict[str, Any]] = [q for q in report["requests"] if q["kind"] == "turn"]
     assert len(turns) == 8 and not any(q["exhausted"] for q in turns)
     side = [e for e in checks.events(watcher, sid) if e["event"].get("sidechain")]
     assert "Sub-agent: the notes look fine." in checks.texts(side, sid)

@@ -1,6 +1,6 @@
 """A stand-in ``claude`` executable for tests: appends realistic records like the real CLI.
 
-Headless (``-p``): ``claude -p --resume <sid> | --session-id <sid> [args] -- <message>``
+Headless (``-p``): ``claude -p --resume[=]<sid> | --session-id[=]<sid> [args] -- <message>``
 appends a user record, then assistant records (the last with ``stop_reason: end_turn``) to
 ``$CLAUDE_CONFIG_DIR/projects/<encoded cwd>/<sid>.jsonl``. A message containing ``LONG``
 keeps the turn running until SIGINT, which appends ``[Request interrupted by user]`` and
@@ -137,8 +137,11 @@ def _parse(argv: list[str]) -> tuple[bool, str | None, bool, str]:
         if arg == "--":
             message = rest
             break
+        flag, eq, value = arg.partition("=")
         if arg in ("-p", "--print"):
             headless = True
+        elif eq and flag in ("--resume", "--session-id"):
+            sid, new = value, flag == "--session-id"
         elif arg in ("--resume", "-r", "--session-id") and rest:
             sid, new = rest.pop(0), arg == "--session-id"
     return headless, sid, new, " ".join(message)
@@ -149,7 +152,9 @@ def main(argv: list[str]) -> int:
     log_path = os.environ.get("FAKE_CLAUDE_LOG")
     if log_path:
         with open(log_path, "a") as f:
-            f.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid()}) + "\n")
+            secrets = sorted(k for k in os.environ if k.startswith("RELAYBUS_") or "REDIS" in k)
+            f.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid(),
+                                "secretEnv": secrets}) + "\n")
     headless, sid, new, message = _parse(argv)
     if sid is None:
         print("stand-in claude needs --resume or --session-id", file=sys.stderr)

@@ -64,7 +64,7 @@ class ScenarioFailed(AssertionError):
     """The scenario raised inside the namespace, timed out, or wrote no result."""
 
 
-def run_isolated(target: str, workdir: Path, timeout_s: float = 150.0) -> dict[str, Any]:
+def run_isolated(target: str, workdir: Path, timeout_s: float = 105.0) -> dict[str, Any]:
     """Run ``target`` (``module:function``, an ``async def f(workdir: Path) -> dict``) inside
     a fresh loopback-only network namespace; return what it returned.
 
