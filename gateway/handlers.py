@@ -128,6 +128,8 @@ class Handlers:
         conn.observe = protocol.TURN_STATUS_OBSERVE in caps
         conn.blocks_only = protocol.BLOCKS_ONLY in caps
         if conn.global_buffer is None:  # late hello: already live as v1; buffer again
+            # Everything dispatched so far was offered to it live: a resume must not repeat it.
+            conn.global_mark = max(conn.global_mark, self.hub.position)
             conn.global_buffer = []
             conn.buffer_floor = self.hub.position
             self.hub.refresh(conn)

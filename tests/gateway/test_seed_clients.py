@@ -110,3 +110,21 @@ async def test_reader_gap_waits_for_welcome(
     assert early.received[1] == want
     assert [f["type"] for f in waiting.received] == ["welcome", "gap_detected", "session_event"]
     assert waiting.received[1] == want
+
+
+async def test_late_hello_does_not_repeat_what_v1_delivered_live(
+    gw: RunningGateway, pub: Publisher
+) -> None:
+    """Events delivered live to a v1 connection are not replayed by a later hello{lastSeqId}."""
+    await pub.start_session("s1")
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.send({"type": "list_sessions"})  # resolved as v1 now
+        await c.expect("sessions")
+        await pub.events("s1", ["live to v1"])
+        await c.until(lambda _: len(c.events()) == 1)
+        await c.hello([], lastSeqId=0)
+        await pub.events("s1", ["after"])
+        await c.until(lambda _: len(c.events()) >= 2)
+        await c.send({"type": "list_sessions"})
+        await c.expect("sessions")
+    assert texts(c.events()) == ["live to v1", "after"]
