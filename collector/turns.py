@@ -68,10 +68,6 @@ class TurnTracker:
     #: The backstop ended the turn; a main-session assistant/tool-result line revives it.
     backstopped: bool = False
 
-    @property
-    def live_status(self) -> bool:
-        return self.live is not None
-
     # --- inputs ---------------------------------------------------------------------------
 
     def on_line(self, turn: str | None, ts_ms: int, *, activity: bool = False) -> TurnChange | None:
