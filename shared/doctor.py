@@ -146,9 +146,8 @@ def check_hook(settings: Settings) -> Check:
         commands = claude_settings.installed_commands(claude_settings.load(path))
     except (claude_settings.SettingsFileError, OSError) as exc:
         return Check(FAIL, "hook", f"{exc} — fix it by hand, then run `relaybus install-hook`")
-    wanted = hookcli.wanted_command(
-        settings.approval_port, settings.approval_timeout_seconds, None, settings.approval_socket
-    )
+    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds,
+                                    socket=settings.approval_socket)
     if not commands:
         return Check(NOTE, "hook", f"not installed in {path}: phones cannot answer permission "
                      "prompts — `relaybus install-hook` adds it")

@@ -166,17 +166,15 @@ def default_command() -> str:
 
 
 def wanted_command(
-    approval_port: int,
-    approval_timeout_s: float,
-    base: str | None = None,
-    approval_socket: Path | None = None,
+    approval_port: int, approval_timeout_s: float, base: str | None = None,
+    *, socket: Path | None = None,
 ) -> str:
     """The hook command ``install-hook`` writes for these settings."""
     command = base or default_command()
     if approval_port != DEFAULT_PORT:
         command += f" --port {approval_port}"
-    if approval_socket is not None:
-        command += f" --socket {shlex.quote(str(approval_socket))}"
+    if socket is not None:
+        command += f" --socket {shlex.quote(str(socket))}"
     if approval_timeout_s != DEFAULT_TIMEOUT_S:
         command += f" --timeout {approval_timeout_s:g}"
     return command
@@ -204,7 +202,7 @@ def install_hook(argv: Sequence[str]) -> int:
         else:
             command = wanted_command(
                 settings.approval_port, settings.approval_timeout_seconds, args.command,
-                settings.approval_socket,
+                socket=settings.approval_socket,
             )
             # Claude Code's own hook timeout must outlast the hold, or it cuts the wait short.
             timeout = int(settings.approval_timeout_seconds + 2 * MARGIN_S)
