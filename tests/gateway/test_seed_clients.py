@@ -6,6 +6,7 @@ import redis.asyncio as aioredis
 
 from shared.keys import Keys
 from shared.settings import Settings
+from tests.support.commands_env import wait_for
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
@@ -64,7 +65,9 @@ async def test_bad_last_seq_id_in_url_is_an_error_not_a_resume(
 ) -> None:
     """?lastSeqId=abc gets error{invalid_field} and the connection goes on as plain v1."""
     await pub.start_session("s1")
-    await pub.events("s1", ["before"])
+    before = await pub.events("s1", ["before"])
+    # Connect only once the gateway's reader is past "before", or it would arrive live.
+    await wait_for(lambda: gw.runtime.hub.position >= before.last_seq, timeout_s=10.0)
     async with WsClient(f"{gw.ws}?lastSeqId=abc", token="full-token") as c:
         err = await c.expect("error")
         await pub.events("s1", ["live"])
