@@ -45,6 +45,7 @@ from shared import approvals as ap
 from shared import frames, projection
 from shared.appendlog import OutEvent
 from shared.commands import INVALID, Command, Reply
+from shared.ids import valid_session_id
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -547,7 +548,7 @@ def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
         return None, None, None
     sid, name, tool_input = req.get("session_id"), req.get("tool_name"), req.get("tool_input")
     return (
-        sid if isinstance(sid, str) and sid and len(sid) <= 256 else None,
+        sid if valid_session_id(sid) else None,
         name if isinstance(name, str) and name and len(name) <= 256 else None,
         tool_input if isinstance(tool_input, dict) else None,
     )
