@@ -153,9 +153,10 @@ class Engine:
                 h.update(plan.hash)
                 log.info("session %s: live process %d", sid, info.pid)
             change = state.turn.on_live(info.status, info.waiting_for, now)
-            if change is not None:
+            while change is not None:
                 events.append(turn_event(sid, change))
                 h.update(turn_hash(change))
+                change = state.turn.settle(now)
             if events or h:
                 await self.pub.commit_session(state, events, h, activity_ms=now if events else None)
             else:
