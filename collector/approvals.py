@@ -61,6 +61,10 @@ T = TypeVar("T")
 REDIS_OP_S = 2.0
 #: The request must be in the log within this time, or the hook gets no decision.
 PUBLISH_WAIT_S = 5.0
+#: A request whose tool call is not in the transcript yet waits this long for it (polling)
+#: before it is published, so it can name its toolUseId.
+MATCH_WAIT_S = 0.5
+MATCH_POLL_S = 0.05
 #: How often a held request looks at Redis (decision, watchers) besides the command push.
 POLL_S = 0.5
 #: A held request (watched mode) is released after nobody watched it for this long.
@@ -228,7 +232,15 @@ class Approvals:
         tool_use_id, edit = await asyncio.to_thread(
             self._describe, req.get("transcript_path"), name, tool_input, taken, _text(cwd),
         )
-        held = Held(key, sid, name, asyncio.get_running_loop().create_future(), tool_use_id,
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + MATCH_WAIT_S
+        while tool_use_id is None and transcript is not None and loop.time() < deadline:
+            # the CLI may flush its tool_use line just after calling the hook
+            await asyncio.sleep(MATCH_POLL_S)
+            call = await asyncio.to_thread(call_after, transcript, offset, name, tool_input, taken)
+            if call is not None and not call[1]:
+                tool_use_id = call[0]
+        held = Held(key, sid, name, loop.create_future(), tool_use_id,
                     saw_waiting=self._live.get(sid) == "waiting")
         if tool_use_id is None and transcript is not None:
             held.rematch = lambda ids: call_after(transcript, offset, name, tool_input, ids)
