@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import redis.exceptions
 
-from collector import backfill
+from collector import backfill, history
 from collector.metrics import CollectorMetrics
 from collector.paths import TranscriptPath, classify, parent_tool_use_id
 from collector.publisher import Publisher, now_ms
@@ -94,6 +94,8 @@ class FileEntry:
     tail: FileTail
     committed: str
     sid: str | None
+    #: Registered without its history (old file): load it before publishing new lines.
+    history_pending: bool = False
     #: a sub-agent file: the tool call that started it (read from its .meta.json)
     parent_tool: str | None = None
 
@@ -183,6 +185,9 @@ class FileSync:
         parsed = backfill.parse_offset(committed)
         if parsed is not None and parsed[2] == p.identity.ino:
             entry.tail.offset = parsed[0]
+            # Perhaps registered by an earlier run without its history: checked (one HMGET)
+            # before its first new line, so a resumed old session shows its history first.
+            entry.history_pending = tp.agent_id is None
             log.debug("file %s: resuming at offset %d", tp.key, parsed[0])
         elif initial or parsed is not None:
             await self._backfill(entry, p.size, p.mtime)
@@ -210,16 +215,7 @@ class FileSync:
         if entry.sid is None or not backfill.wants_history(
             mtime, time.time(), max_age_hours=s.backfill_max_age_hours, events=s.backfill_events
         ):
-            value = backfill.offset_value(end, ident.dev, ident.ino)
-            batch = AppendBatch(entry.sid or "", [], key, entry.committed, value)
-            try:
-                await self.pub.append(batch)
-            except OffsetConflict as exc:
-                self._adopt(entry, exc.committed)
-                return
-            tail.commit(end)
-            entry.committed = value
-            log.debug("file %s: registered at offset %d (no backfill)", key, end)
+            await self._register(entry, end, mtime)
             return
         state = await self.pub.session(entry.sid)
         plan = self.plan(
@@ -259,6 +255,24 @@ class FileSync:
             "file %s: backfilled %d events of %d lines into session %s",
             key, len(plan.events), read, entry.sid,
         )
+
+    async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
+        """Commit the offset at the file's end; list the session (``collector.history``)."""
+        tail, key, ident = entry.tail, entry.tp.key, entry.tail.identity
+        listed, activity = await history.listing(self, entry, end, mtime)
+        value = backfill.offset_value(end, ident.dev, ident.ino)
+        batch = AppendBatch(entry.sid or "", [], key, entry.committed, value, listed, activity)
+        try:
+            await self.pub.append(batch)
+        except OffsetConflict as exc:
+            self._adopt(entry, exc.committed)
+            return
+        tail.commit(end)
+        entry.committed = value
+        if listed and entry.sid:
+            entry.history_pending = True
+            self.pub.sessions.pop(entry.sid, None)  # reloaded from the hash just written
+        log.debug("file %s: registered at offset %d (listed: %s)", key, end, bool(listed))
 
     async def _drain(self, entry: FileEntry, max_batches: int | None = None) -> bool:
         """Publish what is new in one file, one batch in flight while the next is prepared.
@@ -300,6 +314,8 @@ class FileSync:
                 )
                 if not lines:
                     break
+                if entry.history_pending and pending is None:
+                    await history.load(self, entry.sid)  # resumed: its history goes first
                 nxt = await self._prepare(entry, entry.sid, lines, pending)
                 if pending is not None:
                     done, pending = pending, None
