@@ -176,10 +176,15 @@ class Engine:
                 continue
             await self.drain_session(sid)
             state = (await self.pub.session(sid)).clone()
-            state.turn.on_live(None, None, now)
             events, h = [], {}
+            change = state.turn.on_live(None, None, now)
+            if change is not None:  # the file's busy held the turn open: its end is news too
+                events.append(turn_event(sid, change))
+                h.update(turn_hash(change))
             if state.live:
-                events, h = end_events(state, reason="exit", now_ms=now_ms())
+                ended, end_h = end_events(state, reason="exit", now_ms=now_ms())
+                events += ended
+                h.update(end_h)
                 log.info("session %s: process %d exited, session ended", sid, pid)
             state.pid = None
             h["pid"] = ""
