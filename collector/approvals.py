@@ -403,9 +403,10 @@ class Approvals:
             change = state.turn.on_approval(
                 self.waiting_for(item.sid), _now_ms(), answered=item.answered
             )
-            if change is not None:
+            while change is not None:
                 events.append(turn_event(item.sid, change))
                 h.update(turn_hash(change))
+                change = state.turn.settle(_now_ms())
             await engine.pub.commit_session(state, events, h)
             self._queue.popleft()
             if item.published is not None and not item.published.done():
