@@ -32,7 +32,7 @@ class WebSocketRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and scope["path"] == self.path:
             ws = WebSocket(scope, receive, send)
-            await self.endpoint(ws, sink_for(ws, send))
+            await self.endpoint(ws, sink_for(ws, send, self.endpoint.config.write_timeout_s))
             return
         await self.app(scope, receive, send)
 

@@ -40,6 +40,10 @@ class EndpointConfig:
     #: How long an unauthenticated connection may take to send ``hello.token``.
     auth_timeout_s: float = 10.0
     close_timeout_s: float = 10.0
+    #: Bytes queued per connection before it is a slow consumer (live and replays).
+    send_buffer_bytes: int = 4 * 1024 * 1024
+    #: A socket that takes no data for this long is dropped (4008).
+    write_timeout_s: float = 30.0
 
     @property
     def buffer_max(self) -> int:
@@ -85,13 +89,15 @@ class Endpoint:
         cfg = self.config
         offered = token_from_request(ws.headers, ws.query_params)
         await ws.accept()
+        sink = sink or AsgiSink(ws, cfg.write_timeout_s)
         conn = Connection(
-            sink or AsgiSink(ws),
+            sink,
             cid=uuid.uuid4().hex[:12],
             metrics=self.metrics,
             queue_max=cfg.send_queue_max,
             buffer_max=cfg.buffer_max,
             position=self.hub.position,
+            budget_bytes=cfg.send_buffer_bytes,
         )
         self.hub.add(conn)
         sender = conn.start_sender()
@@ -115,6 +121,9 @@ class Endpoint:
                     await asyncio.wait_for(
                         ws.close(conn.close_code, conn.close_reason), cfg.close_timeout_s
                     )
+            # Whatever the client does (pings, nothing, no close reply), the socket is gone
+            # within close_timeout_s: a transport that is still flushing is dropped then.
+            asyncio.get_running_loop().call_later(cfg.close_timeout_s, sink.abort)
             log.info(
                 "connection %s closed (%s)", conn.cid, conn.close_code or "by client"
             )

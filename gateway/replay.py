@@ -30,6 +30,8 @@ class Merged:
     items: list[Event | Gap] = field(default_factory=list)
     #: Highest seq covered by the merge (history or buffer); later live events start above.
     last_seq: int = 0
+    #: The event at ``last_seq`` (``prev`` for the next page), if any was merged.
+    last: Event | None = None
 
 
 def _seq(ev: Event) -> int | None:
@@ -47,17 +49,18 @@ def merge(
     floor: int = 0,
     by_session_seq: bool = False,
     holes: bool = True,
+    prev: Event | None = None,
 ) -> Merged:
     """History (ascending) then the buffered live events above it, once each, in seq order.
 
     ``floor``: events at or below it were already delivered and are dropped. Holes in the
     contiguous counter (the global ``seq``, or ``sessionSeq`` when ``by_session_seq``)
     become :class:`Gap` items placed before the event after the hole (unless ``holes`` is
-    false: history already filtered by entitlement is not contiguous by design).
+    false: history already filtered by entitlement is not contiguous by design). ``prev``:
+    the last event of the previous page, so a hole across a page boundary is seen too.
     """
-    out = Merged(last_seq=floor)
+    out = Merged(last_seq=floor, last=prev)
     key: Callable[[Event], int | None] = _session_seq if by_session_seq else _seq
-    prev: Event | None = None
     for ev in _ordered(history, live):
         if ev.seq <= out.last_seq:
             continue
@@ -67,7 +70,7 @@ def merge(
                 out.items.append(Gap(prev.seq + 1, ev.seq - 1, HOLE))
         out.items.append(ev)
         out.last_seq = ev.seq
-        prev = ev
+        out.last = prev = ev
     return out
 
 

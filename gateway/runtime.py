@@ -90,6 +90,8 @@ class Runtime:
                 send_queue_max=settings.send_queue_max,
                 rate_limit_per_s=settings.rate_limit_per_s,
                 hello_grace_s=hello_grace_s,
+                send_buffer_bytes=settings.send_buffer_bytes,
+                write_timeout_s=settings.write_timeout_s,
             ),
         )
         self._reader_task: asyncio.Task[None] | None = None
