@@ -198,4 +198,7 @@ class Endpoint:
         log.info("connection %s refused: %s", conn.cid, why)
         frame = protocol.error_frame(ErrorCode.UNAUTHORIZED, why, None, self.hub.position)
         conn.abort(CloseCode.UNAUTHORIZED, "unauthorized", final=frame)
+        # Refused means gone: if the client does not take the error and close frames in
+        # close_timeout_s (it floods pings and reads nothing), drop the socket.
+        asyncio.get_running_loop().call_later(self.config.close_timeout_s, conn.sink.abort)
 

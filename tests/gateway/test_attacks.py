@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import time
+from pathlib import Path
 
 import redis.asyncio as aioredis
 
 from shared.keys import Keys
+from shared.settings import Settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
-from tests.support.gateway_server import GatewayProc
-from tests.support.raw_ws import DeafClient, rss_bytes
+from tests.support.gateway_server import GatewayProc, running_gateway
+from tests.support.raw_ws import (
+    DeafClient,
+    closed_by_peer,
+    open_sockets,
+    rss_bytes,
+    slowloris,
+    ws_frame,
+)
 from tests.support.servers import RedisServer
 
 MB = 1024 * 1024
@@ -25,15 +36,17 @@ async def fill_session(rclient: aioredis.Redis, keys: Keys, sid: str, n: int, pa
 
 
 async def watch_rss_until_dropped(gw: GatewayProc, timeout_s: float) -> tuple[float, int]:
-    """Seconds until the gateway holds no WebSocket connection, and its peak RSS meanwhile.
+    """Seconds until the gateway holds no client connection, and its peak RSS meanwhile.
 
-    Judged from the gateway's side (its connections gauge): the deaf clients never read.
+    Judged from the gateway's side (its connections gauge and the sockets the process
+    holds): the deaf clients never read.
     """
     started = time.monotonic()
     peak = rss_bytes(gw.pid)
     while True:
         peak = max(peak, rss_bytes(gw.pid))
         open_now = metric(await metrics_text(gw.http), "relaybus_gateway_connections")
+        open_now = max(open_now, open_sockets(gw.pid, gw.port))
         if open_now == 0:
             return time.monotonic() - started, peak
         if time.monotonic() - started > timeout_s:
@@ -70,8 +83,7 @@ async def test_replay_flood_from_a_deaf_client_is_cut_off(
             await normal.send({"type": "list_sessions", "requestId": "l"})
             await normal.expect("sessions")
             assert time.monotonic() - t0 < 2.0
-        took, peak = await watch_rss_until_dropped(gw, timeout_s=30)
-        print(f"dropped after {took:.1f}s, RSS {base // MB} -> {peak // MB} MB")
+        _took, peak = await watch_rss_until_dropped(gw, timeout_s=30)
         assert peak - base < 150 * MB, f"RSS grew by {(peak - base) // MB} MB"
         text = await metrics_text(gw.http)
         assert metric(text, "relaybus_gateway_slow_consumer_disconnects_total") >= 11
@@ -91,3 +103,113 @@ def metric(text: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     return 0.0
+
+
+def flood_pings(client: DeafClient, duration_s: float) -> int:
+    """Send pings in batches of 100 until the gateway drops us or ``duration_s`` passes;
+    the bytes sent."""
+    batch = b"".join(ws_frame(b"p" * 125, opcode=0x9) for _ in range(100))
+    sent = 0
+    deadline = time.monotonic() + duration_s
+    while time.monotonic() < deadline:
+        try:
+            client.sock.sendall(batch)
+        except OSError:
+            break
+        sent += len(batch)
+    return sent
+
+
+async def test_ping_flood_without_a_token_is_dropped(
+    server: RedisServer, namespace: str
+) -> None:
+    """A client without a token that floods pings and never reads is dropped once its unread
+    pongs pass the write-buffer cap, long before the auth timeout, and RSS stays flat."""
+    with GatewayProc(redis_url=server.url, namespace=namespace) as gw:
+        base = rss_bytes(gw.pid)
+        flooders = [DeafClient(gw.port) for _ in range(3)]
+        assert all(f.status == 101 for f in flooders)
+        sent = await asyncio.gather(*(asyncio.to_thread(flood_pings, f, 20) for f in flooders))
+        _took, peak = await watch_rss_until_dropped(gw, timeout_s=5)
+        assert min(sent) > 1 * MB  # the flood really happened
+        assert peak - base < 60 * MB, f"RSS grew by {(peak - base) // MB} MB"
+        for f in flooders:
+            f.close()
+
+
+async def test_auth_timeout_closes_whatever_the_client_sends(settings: Settings) -> None:
+    """A client without a token that keeps sending pings (about 150 kB/s, under the write cap)
+    and never reads is gone soon after the auth timeout, not whenever it stops."""
+    timeouts = {"auth_timeout_s": 1.0, "close_timeout_s": 1.0}
+    async with running_gateway(settings, **timeouts) as gw:
+        client = await asyncio.to_thread(DeafClient, gw.port)  # in-process gateway: off-loop
+        started = time.monotonic()
+        batch = b"".join(ws_frame(b"p" * 125, opcode=0x9) for _ in range(100))
+
+        def trickle() -> None:
+            while time.monotonic() - started < 10:
+                try:
+                    client.sock.sendall(batch)
+                except OSError:
+                    return
+                time.sleep(0.09)
+
+        pinger = asyncio.create_task(asyncio.to_thread(trickle))
+        while open_sockets(os.getpid(), gw.port) > 0:
+            assert time.monotonic() - started < 5, "unauthenticated client still connected"
+            await asyncio.sleep(0.05)
+        assert time.monotonic() - started > 0.9  # it was the auth timeout that closed it
+        await pinger
+        client.close()
+
+
+async def healthz_status(base: str) -> int:
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        try:
+            return (await http.get(f"{base}/healthz", timeout=5)).status_code
+        except httpx.HTTPError:
+            return 0
+
+
+async def test_slowloris_is_cut_off_and_capped(server: RedisServer, namespace: str) -> None:
+    """300 half-sent requests: those above the connection cap are refused at once, the rest
+    are closed after the header timeout, and /healthz answers again right after."""
+    env = {"RELAYBUS_HEADER_TIMEOUT_S": "2", "RELAYBUS_MAX_CONNECTIONS": "100"}
+    with GatewayProc(redis_url=server.url, namespace=namespace, env=env) as gw:
+        socks = await asyncio.to_thread(slowloris, gw.port, 300)
+        started = time.monotonic()
+        # the ones above the cap are refused as they are accepted
+        while open_sockets(gw.pid, gw.port) > 100:
+            assert time.monotonic() - started < 1.5, "connections above the cap kept"
+            await asyncio.sleep(0.05)
+        while sum(closed_by_peer(s) for s in socks) < len(socks):
+            assert time.monotonic() - started < 10, "half-sent requests still open"
+            await asyncio.sleep(0.1)
+        assert time.monotonic() - started < 6
+        assert await healthz_status(gw.http) == 200
+        for s in socks:
+            s.close()
+
+
+async def test_accept_out_of_resources_is_logged_once_a_minute(
+    server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """A gateway out of file descriptors logs the accept() failure once, not per retry."""
+    env = {"RELAYBUS_HEADER_TIMEOUT_S": "30", "RELAYBUS_MAX_CONNECTIONS": "1000"}
+    log_path = tmp_path / "gw.log"
+    with GatewayProc(redis_url=server.url, namespace=namespace, env=env, log_path=log_path) as gw:
+        resource.prlimit(gw.pid, resource.RLIMIT_NOFILE, (96, 96))
+        socks = await asyncio.to_thread(slowloris, gw.port, 200)
+        # asyncio retries accept() every second: wait for several retries to have happened
+        deadline = time.monotonic() + 20
+        while log_path.read_text().count("out of system resource") == 0:
+            assert time.monotonic() < deadline, "no accept() failure logged"
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(4)  # four more retries, each of which used to log a traceback
+        text = log_path.read_text()
+        assert text.count("out of system resource") == 1
+        assert "Traceback" not in text
+        for s in socks:
+            s.close()

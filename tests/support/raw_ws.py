@@ -130,3 +130,29 @@ def wait_until(pred: object, timeout_s: float, step_s: float = 0.05) -> bool:
         if time.monotonic() > deadline:
             return bool(pred())
         time.sleep(step_s)
+
+
+def open_sockets(pid: int, port: int) -> int:
+    """TCP connections on local ``port`` that process ``pid`` still holds a descriptor for
+    (listening sockets excluded)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    held = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.readlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            local_port = int(cols[1].rsplit(":", 1)[1], 16)
+            if local_port == port and cols[3] != "0A" and cols[9] in inodes:
+                held += 1
+    return held
