@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -25,6 +25,7 @@ from gateway.fanout import Hub
 from gateway.handlers import Handlers
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from gateway.web_security import OriginPolicy
 from gateway.wsio import AsgiSink, FrameSink
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ class EndpointConfig:
     send_buffer_bytes: int = 4 * 1024 * 1024
     #: A socket that takes no data for this long is dropped (4008).
     write_timeout_s: float = 30.0
+    #: Which browser pages may open /ws (their ``Origin``).
+    origins: OriginPolicy = field(default_factory=lambda: OriginPolicy(frozenset()))
 
     @property
     def buffer_max(self) -> int:
@@ -87,6 +90,13 @@ class Endpoint:
 
     async def __call__(self, ws: WebSocket, sink: FrameSink | None = None) -> None:
         cfg = self.config
+        if not cfg.origins.allows(ws.headers):
+            # A page on another site: refused before the upgrade (HTTP 403).
+            self.metrics.auth_failures.inc()
+            log.info("connection from %s refused: Origin %r not allowed",
+                     ws.client, ws.headers.get("origin"))
+            await ws.close(CloseCode.UNAUTHORIZED)
+            return
         offered = token_from_request(ws.headers, ws.query_params)
         await ws.accept()
         sink = sink or AsgiSink(ws, cfg.write_timeout_s)

@@ -20,6 +20,7 @@ from gateway.handlers import CommandRouter, Handlers
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode
 from gateway.tasks import cancel_and_wait
+from gateway.web_security import OriginPolicy
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -96,6 +97,7 @@ class Runtime:
                 close_timeout_s=close_timeout_s,
                 send_buffer_bytes=settings.send_buffer_bytes,
                 write_timeout_s=settings.write_timeout_s,
+                origins=OriginPolicy.parse(settings.allowed_origins),
             ),
         )
         self._reader_task: asyncio.Task[None] | None = None
