@@ -275,9 +275,12 @@ class GatewayCommands:
         return reply
 
     async def _only_live_host(self) -> str | None:
-        prefix = self._keys.host("")
-        hosts = [
-            key.decode()[len(prefix) :]
-            async for key in self._client.scan_iter(match=self._keys.hosts_pattern, count=1000)
-        ]
+        """The one machine whose heartbeat is current, from the ``hosts`` index (never a
+        SCAN of the keyspace: a client could make every gateway walk it per request)."""
+        now = c.now_ms()
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zremrangebyscore(self._keys.hosts, "-inf", now - 86_400_000)  # long dead
+        pipe.zrangebyscore(self._keys.hosts, now, "+inf", start=0, num=2)
+        _, live = await pipe.execute()
+        hosts = [h.decode() for h in live]
         return hosts[0] if len(hosts) == 1 else None

@@ -6,12 +6,14 @@ import asyncio
 import os
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis.asyncio as aioredis
 
 from shared.keys import Keys
 from shared.settings import Settings
+from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc, running_gateway
@@ -213,3 +215,29 @@ async def test_accept_out_of_resources_is_logged_once_a_minute(
         assert "Traceback" not in text
         for s in socks:
             s.close()
+
+
+async def test_new_conversation_without_host_never_scans(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """new_conversation without host finds the only live machine from the hosts index: the
+    gateway runs no SCAN however often a client asks (commandstats of a private server)."""
+    srv = private_server()
+    admin = aioredis.Redis.from_url(srv.url)
+    keys = Keys(namespace)
+    try:
+        await admin.zadd(keys.hosts, {"lonely": int(time.time() * 1000) + 60_000})
+        await admin.zadd(keys.hosts, {"gone": int(time.time() * 1000) - 5_000})
+        settings = make_settings(srv.url, namespace, allow_prompts=True)
+        async with running_gateway(settings) as gw, WsClient(gw.ws, token="full-token") as ws:
+            await ws.hello()
+            for i in range(20):
+                await ws.send({"type": "new_conversation", "requestId": f"n{i}"})
+                err = await ws.expect("error")
+                # the only live machine was chosen; its heartbeat key is missing: offline
+                assert (err["code"], err["requestId"]) == ("host_offline", f"n{i}")
+                assert "'lonely'" in err["message"]
+        stats = await admin.info("commandstats")
+        assert "cmdstat_scan" not in stats and "cmdstat_keys" not in stats
+    finally:
+        await admin.aclose()
