@@ -45,6 +45,7 @@ async def beat(
         pipe = client.pipeline(transaction=False)
         pipe.set(keys.host(host), value, ex=ttl_s)
         pipe.zadd(keys.hosts, {host: expires_ms})
+        pipe.zremrangebyscore(keys.hosts, "-inf", expires_ms - 86_400_000)  # long dead
         await pipe.execute()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ttl_s / 3)

@@ -277,10 +277,6 @@ class GatewayCommands:
     async def _only_live_host(self) -> str | None:
         """The one machine whose heartbeat is current, from the ``hosts`` index (never a
         SCAN of the keyspace: a client could make every gateway walk it per request)."""
-        now = c.now_ms()
-        pipe = self._client.pipeline(transaction=False)
-        pipe.zremrangebyscore(self._keys.hosts, "-inf", now - 86_400_000)  # long dead
-        pipe.zrangebyscore(self._keys.hosts, now, "+inf", start=0, num=2)
-        _, live = await pipe.execute()
+        live = await self._client.zrangebyscore(self._keys.hosts, c.now_ms(), "+inf", start=0, num=2)
         hosts = [h.decode() for h in live]
         return hosts[0] if len(hosts) == 1 else None
