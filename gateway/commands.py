@@ -278,5 +278,5 @@ class GatewayCommands:
         """The one machine whose heartbeat is current, from the ``hosts`` index (never a
         SCAN of the keyspace: a client could make every gateway walk it per request)."""
         live = await self._client.zrangebyscore(self._keys.hosts, c.now_ms(), "+inf", start=0, num=2)
-        hosts = [h.decode() for h in live]
+        hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in live]
         return hosts[0] if len(hosts) == 1 else None
