@@ -4,9 +4,11 @@
   headers must be complete ``header_timeout_s`` after its first byte, or after the
   connection opened) and a connection cap (refused at once with 503 above it, so a
   slowloris never exhausts file descriptors and ``/healthz`` keeps answering).
-* :func:`guarded_websocket` — uvicorn's sans-I/O WebSocket protocol whose transport
-  write buffer is capped: a client that sends pings (or anything answered without the
-  app) and never reads is dropped once ``write_buffer_max`` bytes wait for it.
+* :func:`guarded_websocket` — uvicorn's sans-I/O WebSocket protocol that drops a client
+  sending more than ``PINGS_PER_S_MAX`` pings a second (each costs a parse and a pong,
+  without the app's rate limit seeing it), and whose transport write buffer is capped: a
+  client that is answered without the app and never reads is dropped once
+  ``write_buffer_max`` bytes wait for it.
 * :class:`AcceptErrorThrottle` — asyncio logs ``socket.accept() out of system
   resource`` once per retry; this keeps one line a minute with a count.
 """
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 #: Bytes the gateway lets wait in one WebSocket transport before it drops the client
 #: (its own bursts stay far below: 128 KiB chunks above a 64 KiB high-water mark).
 WRITE_BUFFER_MAX = 4 * 1024 * 1024
+#: Pings a client may send per second (keepalives are one per 20 s; browsers send none).
+PINGS_PER_S_MAX = 10
 #: Largest request head (line and headers) accepted; h11's default is 16 KiB.
 MAX_HEADER_BYTES = 16 * 1024
 _SPARE_FDS = 64
@@ -106,6 +110,21 @@ def guarded_websocket(*, write_buffer_max: int = WRITE_BUFFER_MAX) -> type[WebSo
     """A sans-I/O WebSocket protocol class that drops clients it cannot write to."""
 
     class GuardedWebSocketProtocol(WebSocketsSansIOProtocol):
+        _pings = 0
+        _ping_window = 0.0
+
+        def handle_ping(self) -> None:
+            now = self.loop.time()
+            if now - self._ping_window >= 1.0:
+                self._ping_window, self._pings = now, 0
+            self._pings += 1
+            if self._pings > PINGS_PER_S_MAX:
+                if not self.transport.is_closing():
+                    log.info("connection from %s: ping flood, dropped", self.client)
+                    self.transport.abort()
+                return
+            super().handle_ping()
+
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             transport = self.transport
