@@ -120,7 +120,7 @@ def _slowloris(port: int, n: int, stop: threading.Event, counts: dict[str, int])
         s.close()
 
 
-def attacker(port: int, slowloris: int, seconds: float, out: Any) -> None:
+def attacker(port: int, slowloris: int, seconds: float, kinds: list[str], out: Any) -> None:
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     stop = threading.Event()
@@ -128,10 +128,14 @@ def attacker(port: int, slowloris: int, seconds: float, out: Any) -> None:
         ("replay_connections", "resume_connections", "flood_connections", "flood_bytes",
          "slowloris_connections"), 0,
     )
-    threads = [threading.Thread(target=_replayer, args=(port, stop, counts))]
-    threads += [threading.Thread(target=_resumer, args=(port, stop, counts)) for _ in range(10)]
-    threads += [threading.Thread(target=_flooder, args=(port, stop, counts)) for _ in range(3)]
-    threads.append(threading.Thread(target=_slowloris, args=(port, slowloris, stop, counts)))
+    threads = []
+    if "replay" in kinds:
+        threads.append(threading.Thread(target=_replayer, args=(port, stop, counts)))
+        threads += [threading.Thread(target=_resumer, args=(port, stop, counts)) for _ in range(10)]
+    if "flood" in kinds:
+        threads += [threading.Thread(target=_flooder, args=(port, stop, counts)) for _ in range(3)]
+    if "slowloris" in kinds:
+        threads.append(threading.Thread(target=_slowloris, args=(port, slowloris, stop, counts)))
     for t in threads:
         t.daemon = True
         t.start()
@@ -187,7 +191,7 @@ async def sample_rss(pid: int, stop: asyncio.Event, out: list[int]) -> None:
         await asyncio.sleep(0.1)
 
 
-async def run(seconds: float, slowloris: int) -> dict[str, Any]:
+async def run(seconds: float, slowloris: int, kinds: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with scratch() as s:
         client = aioredis.Redis.from_url(s.srv.url)
@@ -209,7 +213,7 @@ async def run(seconds: float, slowloris: int) -> dict[str, Any]:
 
             queue: Any = multiprocessing.get_context("spawn").Queue()
             proc = multiprocessing.get_context("spawn").Process(
-                target=attacker, args=(gw.port, slowloris, seconds, queue)
+                target=attacker, args=(gw.port, slowloris, seconds, kinds, queue)
             )
             proc.start()
             await asyncio.sleep(2)  # let every attack get going
@@ -240,11 +244,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--slowloris", type=int, default=1000)
+    parser.add_argument("--attacks", default="replay,flood,slowloris",
+                        help="comma-separated subset of replay,flood,slowloris")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "attacks.json")
     args = parser.parse_args()
     result = header("attacks", "redis", load=True)
-    result.update({"seconds": args.seconds, "slowloris": args.slowloris})
-    result.update(asyncio.run(run(args.seconds, args.slowloris)))
+    kinds = args.attacks.split(",")
+    result.update({"seconds": args.seconds, "slowloris": args.slowloris, "attacks_run": kinds})
+    result.update(asyncio.run(run(args.seconds, args.slowloris, kinds)))
     p99 = result["under_attack"]["list_sessions_rtt"]["p99_ms"]
     live = result["under_attack"]["live_event_latency"]["p99_ms"]
     rss = result["gateway_rss_mb"]["peak_under_attack"]

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 #: Bytes the gateway lets wait in one WebSocket transport before it drops the client
 #: (its own bursts stay far below: 128 KiB chunks above a 64 KiB high-water mark).
 WRITE_BUFFER_MAX = 4 * 1024 * 1024
+#: Bytes handed to the WebSocket parser at a time: a dropped flooder's read (up to 256 KiB
+#: of frames) is not parsed past the slice that got it dropped.
+PARSE_SLICE = 8 * 1024
 #: Pings a client may send per second (keepalives are one per 20 s; browsers send none).
 PINGS_PER_S_MAX = 10
 #: Largest request head (line and headers) accepted; h11's default is 16 KiB.
@@ -126,7 +129,10 @@ def guarded_websocket(*, write_buffer_max: int = WRITE_BUFFER_MAX) -> type[WebSo
             super().handle_ping()
 
         def data_received(self, data: bytes) -> None:
-            super().data_received(data)
+            for at in range(0, len(data), PARSE_SLICE):
+                super().data_received(data[at : at + PARSE_SLICE] if len(data) > PARSE_SLICE else data)
+                if self.transport.is_closing():
+                    return
             transport = self.transport
             if not transport.is_closing() and transport.get_write_buffer_size() > write_buffer_max:
                 log.info("connection from %s: %d bytes unread (ping flood?), dropped",
