@@ -1,14 +1,19 @@
 """Permission requests from Claude Code's hook, held while someone can answer from a phone.
 
-``relaybus hook permission-request`` POSTs the hook's JSON to ``127.0.0.1:<approval_port>``.
+``relaybus hook permission-request`` POSTs the hook's JSON to the approval socket, a Unix
+socket in a directory only this user can enter (``collector.approval_endpoint``).
 The request is held only when a client with a full-access token watches the session
 (``RELAYBUS_APPROVAL_MODE=always``: regardless) and the session is known; otherwise the
 answer is "no decision" at once and Claude Code shows its own prompt. A held request is
 published as a ``permission_request`` log event and turns the session ``waiting``. It
 ends with the first of: a client's decision (claimed in Redis with ``SET NX`` by the
 gateway, delivered by a ``permission_decision`` command and also polled), the timeout,
-the hook going away, or (watched mode) nobody watching for :data:`UNWATCHED_GRACE_S`.
-Only an explicit client decision ever allows; every other end is "no decision".
+the hook going away, (watched mode) nobody watching for :data:`UNWATCHED_GRACE_S`, or
+the terminal answering first — the transcript shows the tool's result, or the live-process
+file leaves ``waiting`` after it showed it (``answered_elsewhere``: the hook is answered
+"no decision" at once and exits, and the decision key is claimed so a late client decision
+is ``already_resolved``). Only an explicit client decision ever allows; every other end is
+"no decision".
 
 Session state is written only by the engine task: events are queued here and the engine
 applies them with :meth:`Approvals.apply` (as ``collector.drivers.notices`` does).
@@ -33,7 +38,9 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Counter
 from redis.exceptions import RedisError
 
+from collector import approval_endpoint as endpoint
 from collector.sessions import turn_event, turn_hash
+from collector.tailer import open_regular
 from shared import approvals as ap
 from shared import frames, projection
 from shared.appendlog import OutEvent
@@ -73,6 +80,13 @@ class Held:
     sid: str
     name: str
     decided: asyncio.Future[Decision]
+    tool_use_id: str | None = None
+    #: The live-process file said ``waiting`` while this request was held.
+    saw_waiting: bool = False
+
+    def answer_elsewhere(self, why: str) -> None:
+        if not self.decided.done():
+            self.decided.set_result((ap.ANSWERED_ELSEWHERE, why))
 
 
 @dataclass(slots=True)
@@ -94,6 +108,8 @@ class Approvals:
     outcomes: Counter = field(init=False)
     held: dict[str, Held] = field(default_factory=dict, init=False)
     _queue: deque[_Queued] = field(default_factory=deque, init=False)
+    #: The live-process file's last status per session (``waiting``: Claude Code's dialog).
+    _live: dict[str, str] = field(default_factory=dict, init=False)
     _client: aioredis.Redis | None = field(default=None, init=False)
     port: int = field(default=0, init=False)
 
@@ -113,18 +129,14 @@ class Approvals:
         if self.settings.approval_port == 0:
             return
         self._client = connect(self.settings)
+        bound: tuple[asyncio.Server, Path, int] | None = None
         try:
-            try:
-                server = await asyncio.start_server(
-                    self._connection, "127.0.0.1", self.settings.approval_port,
-                    limit=HEADER_MAX_BYTES,
-                )
-            except OSError as exc:
-                log.error("approvals off: cannot listen on 127.0.0.1:%d (%s)",
-                          self.settings.approval_port, exc)
+            bound = await endpoint.listen(self.settings, self._connection, limit=HEADER_MAX_BYTES)
+            if bound is None:
                 return
-            self.port = server.sockets[0].getsockname()[1]
-            log.info("approvals: listening on 127.0.0.1:%d", self.port)
+            server, path, _ino = bound
+            self.port = self.settings.approval_port
+            log.info("approvals: listening on %s", path)
             async with server:
                 await stop.wait()
                 server.close()
@@ -136,6 +148,8 @@ class Approvals:
                         break
                     await asyncio.sleep(0.02)
         finally:
+            if bound is not None:
+                endpoint.unlink(bound[1], bound[2])
             await self._client.aclose()
             self._client = None
 
@@ -195,15 +209,18 @@ class Approvals:
         if s.approval_mode == "watched" and not await self._watchers(sid):
             log.info("approvals: %s %s: nobody watching, no decision", sid, name)
             return "unwatched", {}
-        if not await self._op(self._redis.hexists(self.keys.session(sid), "host")):
+        host, cwd = await self._op(self._redis.hmget(self.keys.session(sid), ["host", "cwd"]))
+        if not host:
             log.info("approvals: %s %s: unknown session, no decision", sid, name)
             return "unknown_session", {}
         key = uuid.uuid4().hex
         expires = _now_ms() + int(s.approval_timeout_seconds * 1000)
+        taken = {h.tool_use_id for h in self.held.values() if h.sid == sid and h.tool_use_id}
         tool_use_id, edit = await asyncio.to_thread(
-            self._describe, req.get("transcript_path"), name, tool_input
+            self._describe, req.get("transcript_path"), name, tool_input, taken, _text(cwd),
         )
-        held = Held(key, sid, name, asyncio.get_running_loop().create_future())
+        held = Held(key, sid, name, asyncio.get_running_loop().create_future(), tool_use_id,
+                    saw_waiting=self._live.get(sid) == "waiting")
         index = ap.pending_key(self.keys, sid)
         entry = orjson.dumps({"host": s.host_id, "name": name, "expiresAt": expires})
         ttl = int(s.approval_timeout_seconds) + ap.DECISION_GRACE_S
@@ -230,7 +247,9 @@ class Approvals:
             return ap.ALLOW, {"behavior": ap.ALLOW}
         if decision[0] == ap.DENY:
             return ap.DENY, {"behavior": ap.DENY, "message": decision[1] or "Rejected from relaybus"}
-        return (ap.TIMEOUT if decision[0] == ap.TIMEOUT else ap.CANCELLED), {}
+        if decision[0] in (ap.TIMEOUT, ap.ANSWERED_ELSEWHERE):
+            return decision[0], {}
+        return ap.CANCELLED, {}
 
     async def _hold(self, held: Held, expires_ms: int, gone: asyncio.Future[bytes]) -> Decision:
         """Wait for the decision, the timeout, the hook leaving, or (watched) the watchers leaving."""
@@ -301,6 +320,31 @@ class Approvals:
         held.decided.set_result((str(decision), message if isinstance(message, str) else None))
         return Reply(cmd.id, True, data={"requestKey": key, "decision": decision})
 
+    # --- what the engine sees (``collector.engine.SessionObserver``) -----------------------
+
+    def live_status(self, sid: str, status: str | None) -> None:
+        """Claude Code's own dialog: ``waiting`` while it shows, anything else once answered."""
+        if status is None:
+            self._live.pop(sid, None)
+        else:
+            self._live[sid] = status
+        for h in self.held.values():
+            if h.sid != sid or h.decided.done():
+                continue
+            if status == "waiting":
+                h.saw_waiting = True
+            elif h.saw_waiting:
+                log.info("approvals: %s %s answered in the terminal (live file)", sid, h.key)
+                h.answer_elsewhere("answered in the terminal")
+
+    def tool_results(self, sid: str, tool_use_ids: list[str]) -> None:
+        """The transcript shows the held tool's result: the terminal answered first."""
+        done = set(tool_use_ids)
+        for h in self.held.values():
+            if h.sid == sid and h.tool_use_id in done and not h.decided.done():
+                log.info("approvals: %s %s answered in the terminal (tool result)", sid, h.key)
+                h.answer_elsewhere("answered in the terminal")
+
     # --- publishing through the engine task -------------------------------------------------
 
     async def _publish(self, sid: str, frame: bytes, kind: str, *, wait: bool) -> bool:
@@ -360,21 +404,34 @@ class Approvals:
         return ap.live_watchers(fields, _now_ms())
 
     def _describe(
-        self, transcript: Any, name: str, tool_input: dict[str, Any]
+        self, transcript: Any, name: str, tool_input: dict[str, Any], taken: set[str],
+        cwd: str | None,
     ) -> tuple[str | None, dict[str, Any] | None]:
-        """(toolUseId of the matching unanswered ``tool`` block, edit preview); off the loop."""
+        """(toolUseId of the matching unanswered ``tool`` block, edit preview); off the loop.
+
+        The request is not trusted: the transcript is read only inside the claude dir (real
+        paths), the preview reads files only under the session's own cwd (from Redis).
+        """
         tool_use_id = None
-        if isinstance(transcript, str):
-            path = Path(os.path.abspath(transcript))
-            if path.is_relative_to(Path(os.path.abspath(self.settings.claude_dir))):
-                tool_use_id = match_tool_use(path, name, tool_input)
-        return tool_use_id, ap.edit_preview(name, tool_input)
+        if isinstance(transcript, str) and os.path.isabs(transcript):
+            real = os.path.realpath(transcript)
+            root = os.path.realpath(self.settings.claude_dir)
+            if os.path.commonpath([real, root]) == root:
+                tool_use_id = match_tool_use(Path(real), name, tool_input, taken=taken)
+        return tool_use_id, ap.edit_preview(name, tool_input, root=cwd)
 
 
-def match_tool_use(path: Path, name: str, tool_input: dict[str, Any]) -> str | None:
-    """The latest ``tool`` block in the transcript's tail with this name and input and no result."""
+def match_tool_use(
+    path: Path, name: str, tool_input: dict[str, Any], *, taken: set[str] | frozenset[str] = frozenset()
+) -> str | None:
+    """The ``tool`` block in the transcript's tail this request is for, if one is clear.
+
+    Open calls (no result yet, not ``taken`` by another held request) with this name; of
+    those the latest whose input is the same once normalised (Claude Code shows the hook its
+    input with defaults added, e.g. ``"replace_all": false``), else the only one.
+    """
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             size = f.seek(0, os.SEEK_END)
             start = max(0, size - TRANSCRIPT_TAIL_BYTES)
             f.seek(start)
@@ -384,8 +441,7 @@ def match_tool_use(path: Path, name: str, tool_input: dict[str, Any]) -> str | N
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first one is cut
-    same: list[str] = []
-    named: list[str] = []
+    calls: list[tuple[str, Any]] = []
     answered: set[str] = set()
     for raw in lines:
         if not raw.strip():
@@ -393,17 +449,25 @@ def match_tool_use(path: Path, name: str, tool_input: dict[str, Any]) -> str | N
         event = projection.project_line(raw, text_max_chars=len(raw) + 1).event
         for block in (event or {}).get("blocks", []):
             if block.get("kind") == "tool" and block.get("name") == name:
-                named.append(str(block.get("toolUseId")))
-                if block.get("input") == tool_input:
-                    same.append(str(block.get("toolUseId")))
+                calls.append((str(block.get("toolUseId")), block.get("input")))
             elif block.get("kind") == "tool_result":
                 answered.add(str(block.get("toolUseId")))
-    exact = [t for t in same if t not in answered]
-    if exact:
-        return exact[-1]
-    # Claude Code may have normalised the input it shows the hook: a lone open call still matches.
-    open_calls = [t for t in named if t not in answered]
-    return open_calls[0] if len(open_calls) == 1 else None
+    open_calls = [(t, i) for t, i in calls if t not in answered and t not in taken]
+    same = [t for t, i in open_calls if isinstance(i, dict) and same_input(tool_input, i)]
+    if same:
+        return same[-1]
+    return open_calls[0][0] if len(open_calls) == 1 else None
+
+
+def same_input(hook: dict[str, Any], call: dict[str, Any]) -> bool:
+    """Equal, counting a key present on one side only as equal when its value is empty/false."""
+    for k in hook.keys() | call.keys():
+        if k in hook and k in call:
+            if hook[k] != call[k]:
+                return False
+        elif (hook.get(k) if k in hook else call.get(k)) not in (None, False, "", [], {}):
+            return False
+    return True
 
 
 def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
@@ -432,6 +496,12 @@ async def _read_body(reader: asyncio.StreamReader) -> bytes | None:
     if not 0 <= length <= BODY_MAX_BYTES:
         return None
     return await reader.readexactly(length)
+
+
+def _text(raw: bytes | str | None) -> str | None:
+    if isinstance(raw, bytes):
+        return raw.decode(errors="replace") or None
+    return raw or None
 
 
 def _now_ms() -> int:

@@ -1,4 +1,4 @@
-"""Backfill rules for a transcript seen for the first time.
+"""Backfill rules for a transcript seen for the first time, and the order files are scanned.
 
 A file modified within ``backfill_max_age_hours`` publishes its last ``backfill_events``
 publishable events (so a watch has history); an older one is only registered: its offset
@@ -10,7 +10,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from collector.tailer import open_regular
+
 SCAN_CHUNK = 64 * 1024
+AGENT_PREFIX = "agent-"
+
+
+def sync_order(path: Path) -> tuple[str, int, str]:
+    """Sort key for a scan: per project folder, main transcripts before sub-agent files
+    (``<sid>/subagents/agent-*.jsonl`` and legacy ``agent-*.jsonl`` siblings), so backfill
+    publishes the Task call before the sub-agent's work. (Sorting ``Path``s puts
+    ``<sid>/subagents/…`` before ``<sid>.jsonl``: a prefix sorts first.)"""
+    parts = path.parts
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1] == "projects":
+            folder = "/".join(parts[: i + 1])
+            agent = len(parts) > i + 2 or parts[-1].startswith(AGENT_PREFIX)
+            return folder, int(agent), path.as_posix()
+    return path.parent.as_posix(), int(parts[-1].startswith(AGENT_PREFIX)), path.as_posix()
 
 
 def wants_history(mtime: float, now: float, *, max_age_hours: float, events: int) -> bool:
@@ -19,7 +36,7 @@ def wants_history(mtime: float, now: float, *, max_age_hours: float, events: int
 
 def last_line_end(path: Path, size: int) -> int:
     """Offset just past the last ``\\n`` within the first ``size`` bytes (0 if none)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         pos = size
         while pos > 0:
             start = max(0, pos - SCAN_CHUNK)

@@ -6,6 +6,11 @@ once: ``SET {ns}:cmddone:<id> running NX`` precedes execution and the record the
 the reply, so a redelivered command is answered again, never run again. A command past
 its deadline is answered ``timeout`` without running. The reply (XADD to the gateway's
 reply stream, with a cap and an expiry) and the XACK are one transaction.
+
+Each command runs in a task of its own (up to :data:`MAX_IN_FLIGHT`), so a prompt waiting
+for its run to take it never holds up another session's commands. Commands of one session
+start in stream order: each waits until the previous one finished or released the order
+(``collector.drivers.release_session_order``: a prompt does once its run exists).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from collector.drivers import SESSION_ORDER
 from collector.drivers.control import Controller
 from collector.drivers.notices import TraceMap, TurnNotices
 from shared import commands as c
@@ -39,6 +45,9 @@ RUNNING = b"running"
 CLAIM_IDLE_MS = 30_000
 READ_COUNT = 16
 MAX_BACKOFF_S = 5.0
+MAX_IN_FLIGHT = 64
+#: On stop, commands still running get this long to answer.
+DRAIN_S = 5.0
 
 
 def count(counter: Counter, known: Mapping[str, object], cmd_type: str, outcome: str) -> None:
@@ -66,6 +75,11 @@ class CommandConsumer:
         self._handlers = handlers
         self._counter = commands_total
         self._block_ms = block_ms
+        self._in_flight: dict[bytes, asyncio.Task[None]] = {}
+        #: A command could not be answered: take back the pending entries again.
+        self._lost = False
+        #: Per session: released when its latest command may be followed by the next.
+        self._order: dict[str, asyncio.Future[None]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; Redis outages are waited out with backoff."""
@@ -74,10 +88,13 @@ class CommandConsumer:
         log.info("command consumer started on %s", self._stream)
         while not stop.is_set():
             try:
+                if self._lost:
+                    recovered, self._lost = False, False
                 if not recovered:
                     await c.ensure_group(self._client, self._stream)
                     await self._recover()
                     recovered = True
+                await self._room()
                 await self._read_once(">")
                 backoff = 0.1
             except ResponseError as exc:
@@ -94,7 +111,63 @@ class CommandConsumer:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff * (1 + random.random()))
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
+        await self._drain()
         log.info("command consumer stopped")
+
+    async def _room(self) -> None:
+        """Wait until fewer than :data:`MAX_IN_FLIGHT` commands run."""
+        while len(self._in_flight) >= MAX_IN_FLIGHT:
+            await asyncio.wait(set(self._in_flight.values()), return_when=asyncio.FIRST_COMPLETED)
+
+    async def _drain(self) -> None:
+        tasks = set(self._in_flight.values())
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=DRAIN_S)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _start(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> bool:
+        """Run one entry in its own task (False: it runs already)."""
+        if entry_id in self._in_flight:
+            return False
+        sid = fields.get(b"sid", b"").decode("utf-8", "replace")
+        ordered = bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in c.COMMAND_TYPES
+        after = self._order.get(sid) if ordered else None
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if ordered:
+            self._order[sid] = gate
+        task = asyncio.create_task(self._run_one(entry_id, fields, sid, after, gate))
+        self._in_flight[entry_id] = task
+        return True
+
+    async def _run_one(
+        self,
+        entry_id: bytes,
+        fields: Mapping[bytes, bytes],
+        sid: str,
+        after: asyncio.Future[None] | None,
+        gate: asyncio.Future[None],
+    ) -> None:
+        def release() -> None:
+            if not gate.done():
+                gate.set_result(None)
+
+        try:
+            if after is not None:
+                await asyncio.shield(after)
+            SESSION_ORDER.set(release)
+            await self._handle(entry_id, fields)
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            log.warning("command %s not answered (%s); it stays pending", entry_id, exc)
+            self._lost = True
+        except Exception:
+            log.exception("command %s failed", entry_id)
+        finally:
+            release()
+            if self._order.get(sid) is gate:
+                del self._order[sid]
+            self._in_flight.pop(entry_id, None)
 
     async def _recover(self) -> None:
         """Take back what a previous run of this collector read but never acknowledged."""
@@ -105,7 +178,7 @@ class CommandConsumer:
         )
         for entry_id, fields in claimed[1]:
             if fields is not None:
-                await self._handle(entry_id, fields)
+                self._start(entry_id, fields)
 
     async def _read_once(self, start: str, *, block: bool = True) -> int:
         response: Any = await self._client.xreadgroup(
@@ -119,10 +192,10 @@ class CommandConsumer:
         for _stream, entries in response or []:
             for entry_id, fields in entries:
                 if fields:
-                    await self._handle(entry_id, fields)
+                    handled += self._start(entry_id, fields)
                 else:  # pending entry trimmed from the stream: nothing left to run
                     await self._client.xack(self._stream, c.GROUP, entry_id)
-                handled += 1
+                    handled += 1
         return handled
 
     async def _handle(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:

@@ -11,17 +11,29 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Protocol
 
-from collector import procfiles
+from collector import backfill, procfiles
 from collector.files import FileEntry, FileSync
 from collector.metrics import CollectorMetrics
 from collector.paths import classify
 from collector.publisher import Publisher, now_ms
 from collector.sessions import Projection, end_events, turn_event, turn_hash
 from shared.appendlog import OutEvent
+from shared.ids import valid_session_id
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+class SessionObserver(Protocol):
+    """Told, on the engine task, what the files show (``collector.approvals`` listens)."""
+
+    def live_status(self, sid: str, status: str | None) -> None:
+        """The live-process file's status (``None``: no file any more)."""
+
+    def tool_results(self, sid: str, tool_use_ids: list[str]) -> None:
+        """Tool results just published from the session's transcripts."""
 
 
 class Engine:
@@ -38,8 +50,11 @@ class Engine:
         self.root = Path(os.path.abspath(settings.claude_dir))  # as watchfiles reports paths
         self.projects = self.root / "projects"
         self.sessions_dir = self.root / "sessions"
-        self.filesync = FileSync(settings, publisher, metrics, projection, self.root)
+        self.observers: list[SessionObserver] = []
+        self.filesync = FileSync(settings, publisher, metrics, projection, self.root, self.observers)
         self.live_pids: dict[str, int] = {}
+        #: Sessions whose live-process file is gone while their process still runs.
+        self.closing: set[str] = set()
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.backstop_ms = int(settings.turn_backstop_seconds * 1000)
 
@@ -66,25 +81,32 @@ class Engine:
         """Forget everything: Redis lost its data; the next :meth:`start` backfills again."""
         self.files.clear()
         self.live_pids.clear()
+        self.closing.clear()
         self.pub.forget_sessions()
 
-    async def sync_all(self, *, initial: bool = False) -> None:
-        """The safety-net rescan: every transcript on disk, plus files that vanished."""
+    async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
+        """The safety-net rescan: every transcript on disk, plus files that vanished.
+
+        Returns the files left with unread lines after ``max_batches`` batches each.
+        """
         seen: set[str] = set()
+        more: set[Path] = set()
         for path in self._walk():
             tp = classify(self.root, path)
             if tp is not None:
                 seen.add(tp.key)
-                await self.sync_path(path, initial=initial)
+                if await self.sync_path(path, initial=initial, max_batches=max_batches):
+                    more.add(path)
         for key in [k for k in self.files if k not in seen]:
             await self.sync_path(self.root / key)
         self._gauges()
+        return more
 
     def _walk(self) -> list[Path]:
         out: list[Path] = []
         for dirpath, _dirs, names in os.walk(self.projects):
             out.extend(Path(dirpath, n) for n in names if n.endswith(".jsonl"))
-        out.sort()
+        out.sort(key=backfill.sync_order)
         return out
 
     def _gauges(self) -> None:
@@ -92,16 +114,28 @@ class Engine:
         self.metrics.file_lag.set(sum(e.tail.lag_bytes for e in self.files.values()))
         self.metrics.sessions_live.set(sum(1 for s in self.pub.sessions.values() if s.live))
 
-    async def sync_path(self, path: Path, *, initial: bool = False) -> None:
-        """Publish what is new in one transcript (under backfill rules if ``initial``)."""
-        await self.filesync.sync_path(path, initial=initial)
+    async def sync_path(
+        self, path: Path, *, initial: bool = False, max_batches: int | None = None
+    ) -> bool:
+        """Publish what is new in one transcript (under backfill rules if ``initial``).
+
+        At most ``max_batches`` batches (None: all); True when lines are left to read.
+        """
+        return await self.filesync.sync_path(path, initial=initial, max_batches=max_batches)
 
     # --- live processes and timers --------------------------------------------------
 
     async def sync_processes(self) -> None:
-        """Start/refresh sessions with a live ``claude`` process; end those whose process exited."""
+        """Start/refresh sessions with a live ``claude`` process; end those whose process exited.
+
+        Claude Code removes its live-process file *before* it writes its last transcript
+        lines (and sometimes writes it again for a few ms), so a session whose file is gone
+        stays live while its process runs; once the process is gone its transcripts are
+        drained, then the session ends.
+        """
         live = procfiles.scan(self.sessions_dir)
         now = now_ms()
+        self.closing.clear()
         for sid, info in live.items():
             state = (await self.pub.session(sid)).clone()
             events: list[OutEvent] = []
@@ -109,6 +143,7 @@ class Engine:
             if state.pid != info.pid:
                 state.pid = info.pid
                 h["pid"] = str(info.pid)
+                state.turn.busy_seen = False  # a new process says idle before busy: not a turn end
             if not state.live:
                 plan = self.filesync.plan(state)
                 plan.state.cwd = plan.state.cwd or info.cwd
@@ -123,18 +158,47 @@ class Engine:
                 h.update(turn_hash(change))
             if events or h:
                 await self.pub.commit_session(state, events, h, activity_ms=now if events else None)
+            else:
+                self.pub.sessions[sid] = state  # the live status is remembered in memory
             self.live_pids[sid] = info.pid
+            self._tell_live(sid, info.status)
         for sid in [s for s in self.live_pids if s not in live]:
+            pid = self.live_pids[sid]
+            self._tell_live(sid, None)
+            state = (await self.pub.session(sid)).clone()
+            if procfiles.pid_alive(pid):
+                change = state.turn.on_live(None, None, now)
+                if change is not None:
+                    await self.pub.commit_session(state, [turn_event(sid, change)], turn_hash(change))
+                else:
+                    self.pub.sessions[sid] = state
+                self.closing.add(sid)
+                continue
+            await self.drain_session(sid)
             state = (await self.pub.session(sid)).clone()
             state.turn.on_live(None, None, now)
             events, h = [], {}
             if state.live:
-                events, h = end_events(state, reason="exit", now_ms=now)
-                log.info("session %s: process %d exited, session ended", sid, self.live_pids[sid])
+                events, h = end_events(state, reason="exit", now_ms=now_ms())
+                log.info("session %s: process %d exited, session ended", sid, pid)
             state.pid = None
             h["pid"] = ""
             await self.pub.commit_session(state, events, h)
             del self.live_pids[sid]
+
+    async def drain_session(self, sid: str) -> None:
+        """Publish what is unread in every transcript of ``sid`` (sub-agents' too), including
+        ones the watcher has not reported yet."""
+        paths = {e.tail.path for e in self.files.values() if e.sid == sid}
+        if valid_session_id(sid):
+            paths.update(self.projects.glob(f"*/{sid}.jsonl"))
+            paths.update(self.projects.glob(f"*/{sid}/subagents/*.jsonl"))
+        for path in sorted(paths):
+            await self.filesync.sync_path(path)
+
+    def _tell_live(self, sid: str, status: str | None) -> None:
+        for observer in self.observers:
+            observer.live_status(sid, status)
 
     async def tick(self) -> None:
         """Timers: the turn backstop, and idle sessions without a live process."""
@@ -143,7 +207,8 @@ class Engine:
             cached = self.pub.sessions[sid]
             idle_for = now - cached.turn.last_activity_ms
             idle_end = cached.live and sid not in self.live_pids and idle_for >= self.idle_ms
-            if not idle_end and not cached.turn.backstop_due(now, self.backstop_ms):
+            due = cached.turn.backstop_due(now, self.backstop_ms) or cached.turn.live_idle_due(now)
+            if not idle_end and not due:
                 if not cached.live and idle_for >= self.idle_ms:
                     del self.pub.sessions[sid]  # quiet and ended: reloaded from its hash if needed
                 continue

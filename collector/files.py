@@ -12,19 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import redis.exceptions
 
 from collector import backfill
 from collector.metrics import CollectorMetrics
-from collector.paths import TranscriptPath, classify
+from collector.paths import TranscriptPath, classify, parent_tool_use_id
 from collector.publisher import Publisher, now_ms
 from collector.sessions import BatchPlan, LineFacts, Projection, SessionState
-from collector.tailer import FileTail, Line, Probe, Status, probe
-from shared.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
+from collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
+from shared.appendlog import AppendBatch, Appended, EpochChanged, OffsetConflict, OutEvent
+from shared.ids import valid_session_id
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from collector.engine import SessionObserver
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +43,33 @@ BATCH_MAX_BYTES = 4 * 1024 * 1024
 SID_PROBE_LINES = 50
 #: Event-loop turns given to an append to get its request onto the socket.
 SEND_YIELDS = 6
+
+
+#: ``OSError`` numbers that mean "this file", not "the connection to Redis".
+FILE_ERRNOS = frozenset({
+    errno.ENOENT, errno.EACCES, errno.EPERM, errno.ELOOP, errno.EISDIR, errno.ENOTDIR,
+    errno.ENXIO, errno.ENAMETOOLONG, errno.EINVAL, errno.EIO, errno.EFBIG, errno.EOVERFLOW,
+})
+
+
+def bus_error(exc: BaseException) -> bool:
+    """An error of Redis or the epoch (the engine holds and retries), not of one file."""
+    if isinstance(exc, EpochChanged | redis.exceptions.ConnectionError | redis.exceptions.TimeoutError
+                  | redis.exceptions.ReadOnlyError | redis.exceptions.OutOfMemoryError
+                  | redis.exceptions.BusyLoadingError):
+        return True
+    if isinstance(exc, NotRegular):
+        return False
+    return isinstance(exc, OSError) and exc.errno not in FILE_ERRNOS
+
+
+def _stamp(path: Path) -> tuple[int, int, int, float] | None:
+    """What identifies a file's current content well enough to retry it when it changes."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime)
 
 
 @dataclass(slots=True)
@@ -56,6 +92,13 @@ class FileEntry:
     tail: FileTail
     committed: str
     sid: str | None
+    #: a sub-agent file: the tool call that started it (read from its .meta.json)
+    parent_tool: str | None = None
+
+    def parent_tool_use_id(self) -> str | None:
+        if self.parent_tool is None and self.tp.agent_id is not None:
+            self.parent_tool = parent_tool_use_id(self.tail.path)
+        return self.parent_tool
 
 
 class FileSync:
@@ -68,30 +111,66 @@ class FileSync:
         metrics: CollectorMetrics,
         projection: Projection,
         root: Path,
+        observers: list[SessionObserver] | None = None,
     ) -> None:
         self.settings = settings
+        self.observers: list[SessionObserver] = observers if observers is not None else []
         self.pub = publisher
         self.metrics = metrics
         self.projection = projection
         self.root = root
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.files: dict[str, FileEntry] = {}
+        #: Files set aside after a failure of their own, by key: the stat they failed with.
+        self.failed: dict[str, tuple[int, int, int, float] | None] = {}
+        self._real_root = os.path.realpath(root)
 
-    async def sync_path(self, path: Path, *, initial: bool = False) -> None:
+    def _inside(self, path: Path) -> bool:
+        """The file's directory, symlinks resolved, is still inside the claude dir."""
+        real = os.path.realpath(path.parent)
+        return os.path.commonpath([real, self._real_root]) == self._real_root
+
+    async def sync_path(
+        self, path: Path, *, initial: bool = False, max_batches: int | None = None
+    ) -> bool:
+        """Publish what is new in one file, at most ``max_batches`` batches (None: all).
+
+        True when the file has more to read (the caller comes back to it after the others).
+        A failure that belongs to this file alone (a refused append, an unreadable name or
+        content) is logged and the file is set aside until it changes: one bad file never
+        stops the others. Failures of the bus itself (connection, epoch) propagate.
+        """
         tp = classify(self.root, path)
         if tp is None:
-            return
-        entry = self.files.get(tp.key)
-        if entry is None:
-            entry = await self._open(path, tp, initial=initial)
+            return False
+        if tp.key in self.failed:
+            if self.failed[tp.key] == _stamp(path):
+                return False
+            del self.failed[tp.key]
+        try:
+            entry = self.files.get(tp.key)
             if entry is None:
-                return
-            self.files[tp.key] = entry
-        await self._drain(entry)
+                entry = await self._open(path, tp, initial=initial)
+                if entry is None:
+                    return False
+                self.files[tp.key] = entry
+            return await self._drain(entry, max_batches)
+        except Exception as exc:
+            if bus_error(exc):
+                raise
+            self.failed[tp.key] = _stamp(path)
+            self.files.pop(tp.key, None)
+            self.metrics.file_errors.inc()
+            log.warning("file %s: set aside until it changes: %r", tp.key, exc, exc_info=exc)
+            return False
 
     async def _open(self, path: Path, tp: TranscriptPath, *, initial: bool) -> FileEntry | None:
         p = probe(path)
         if p is None or p.identity is None:
+            return None
+        if not self._inside(path):
+            log.warning("file %s: its directory leads out of %s; not read", tp.key, self.root)
+            self.failed[tp.key] = _stamp(path)
             return None
         committed = await self.pub.committed(tp.key)
         entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
@@ -116,7 +195,7 @@ class FileSync:
             if line.raw is not None:
                 sid = self.projection.project_line(line.raw).session_id
                 if sid:
-                    return sid
+                    return sid if valid_session_id(sid) else None
         return None
 
     async def _backfill(self, entry: FileEntry, size: int, mtime: float) -> None:
@@ -139,7 +218,9 @@ class FileSync:
             log.debug("file %s: registered at offset %d (no backfill)", key, end)
             return
         state = await self.pub.session(entry.sid)
-        plan = self.plan(state, collapse=True, agent_id=entry.tp.agent_id)
+        plan = self.plan(
+            state, collapse=True, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
+        )
         read = 0
         try:
             while tail.offset < end:
@@ -175,8 +256,11 @@ class FileSync:
             key, len(plan.events), read, entry.sid,
         )
 
-    async def _drain(self, entry: FileEntry) -> None:
-        """Publish everything new in one file, one batch in flight while the next is prepared.
+    async def _drain(self, entry: FileEntry, max_batches: int | None = None) -> bool:
+        """Publish what is new in one file, one batch in flight while the next is prepared.
+
+        Stops after ``max_batches`` batches (None: when nothing is left); True when the
+        file still has unread lines then.
 
         The next batch is read, projected and planned while Redis runs the previous one; it
         is sent only after that one succeeded. Its expected offset is the previous batch's
@@ -184,6 +268,8 @@ class FileSync:
         """
         tail = entry.tail
         pending: _Pending | None = None
+        sent = 0
+        more = False
         try:
             while True:
                 pr = tail.check()
@@ -191,10 +277,13 @@ class FileSync:
                     if pending is not None:
                         done, pending = pending, None
                         if not await self._settle(entry, done):
-                            return
+                            return False
                     if not self._follow(entry, pr.status, pr):
-                        return
+                        return False
                 if not tail.has_unread:
+                    break
+                if max_batches is not None and sent >= max_batches:
+                    more = True
                     break
                 if entry.sid is None:
                     entry.sid = self._resolve_sid(entry)
@@ -211,14 +300,17 @@ class FileSync:
                 if pending is not None:
                     done, pending = pending, None
                     if not await self._settle(entry, done):
-                        return
+                        return False
                 nxt.task = asyncio.create_task(self.pub.append(nxt.batch))
                 pending = nxt
+                sent += 1
                 for _ in range(SEND_YIELDS):  # let the append go out before preparing the next
                     await asyncio.sleep(0)
             if pending is not None:
                 done, pending = pending, None
-                await self._settle(entry, done)
+                if not await self._settle(entry, done):
+                    return False
+            return more
         except BaseException:
             if pending is not None:
                 task = pending.task
@@ -250,7 +342,7 @@ class FileSync:
     ) -> _Pending:
         """Plan a batch on the state the batch in flight (if any) will leave."""
         state = after.plan.state if after is not None else await self.pub.session(sid)
-        plan = self.plan(state, agent_id=entry.tp.agent_id)
+        plan = self.plan(state, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id())
         projected, encoded = self._project(lines, plan)
         plan.prime(projected)
         for p, ev in zip(projected, encoded, strict=True):
@@ -281,6 +373,9 @@ class FileSync:
             raise
         self.pub.sessions[done.batch.sid] = done.plan.state
         entry.committed = done.value
+        if done.plan.tool_results:
+            for observer in self.observers:
+                observer.tool_results(done.batch.sid, done.plan.tool_results)
         self.metrics.batch_lines.observe(done.lines)
         self.metrics.lines_published.inc(done.plan.published)
         return True
@@ -320,9 +415,12 @@ class FileSync:
                 dropped[p.drop_reason or "unpublished"] += 1
             out.append(p)
             if plan is not None:
-                encoded.append(plan.encode(p))
+                ev = plan.encode(p)
+                if ev is None and p.publish:
+                    dropped["warmup"] += 1  # the rest of a warm-up sub-agent
+                encoded.append(ev)
         for reason, n in dropped.items():
-            m.lines_dropped.labels(reason).inc(n)
+            m.dropped(reason, n)
         if malformed:
             m.lines_malformed.inc(malformed)
         m.lines_read.inc(len(lines))
@@ -330,15 +428,20 @@ class FileSync:
         return out, encoded
 
     def plan(
-        self, state: SessionState, *, collapse: bool = False, agent_id: str | None = None
+        self,
+        state: SessionState,
+        *,
+        collapse: bool = False,
+        agent_id: str | None = None,
+        parent: str | None = None,
     ) -> BatchPlan:
         return BatchPlan(
             state,
             host=self.pub.host,
             now_ms=now_ms(),
             idle_ms=self.idle_ms,
-            title_event=self.projection.title_event,
             collapse=collapse,
             keep_events=self.settings.backfill_events,
             agent_id=agent_id,
+            parent_tool_use_id=parent,
         )

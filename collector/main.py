@@ -1,13 +1,24 @@
-"""``relaybus collector`` / ``python -m collector``: run one collector until SIGTERM/SIGINT."""
+"""``relaybus collector`` / ``python -m collector``: run one collector until SIGTERM/SIGINT.
+
+Settings Redis refuses (password, database, host name) and an unusable Claude directory
+or metrics port end it at start with one line and exit 1. An unreachable Redis does not:
+the transcripts wait in their files and the collector catches up once Redis answers.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import signal
+import sys
 
 from collector.service import serve
+from shared.preflight import StartupError
+from shared.redis_conn import RedisRefused, serve_unless_refused
 from shared.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 async def _main(settings: Settings) -> None:
@@ -15,7 +26,9 @@ async def _main(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await serve(settings, stop)
+    await serve_unless_refused(
+        settings, stop, lambda: serve(settings, stop), log, "the transcripts wait in their files"
+    )
 
 
 #: Container allocations between young-generation collections (CPython's default is 700).
@@ -34,5 +47,9 @@ def tune_gc() -> None:
 
 def run(settings: Settings) -> int:
     tune_gc()
-    asyncio.run(_main(settings))
+    try:
+        asyncio.run(_main(settings))
+    except (StartupError, RedisRefused) as exc:
+        print(f"relaybus collector: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -10,6 +10,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 log = logging.getLogger(__name__)
 P = "relaybus_collector_"
+#: Distinct ``reason`` labels of ``lines_dropped_total``; later new reasons count as ``other``.
+MAX_DROP_REASONS = 64
+OTHER_DROP_REASON = "other"
 
 
 class CollectorMetrics:
@@ -22,6 +25,7 @@ class CollectorMetrics:
         self.lines_dropped = Counter(
             f"{P}lines_dropped_total", "Lines not published, by reason", ["reason"], registry=registry
         )
+        self._drop_reasons: set[str] = set()
         self.lines_malformed = Counter(
             f"{P}lines_malformed_total", "Lines that are not valid JSON/UTF-8", registry=registry
         )
@@ -49,19 +53,36 @@ class CollectorMetrics:
         self.commands = Counter(
             f"{P}commands_total", "Commands executed", ["type", "outcome"], registry=registry
         )
+        self.file_errors = Counter(
+            f"{P}file_errors_total",
+            "Transcripts set aside after a failure of their own (until they change)",
+            registry=registry,
+        )
         self.task_crashes = Counter(
             f"{P}task_crashes_total", "Supervised task crashes, by task", ["task"], registry=registry
         )
 
 
+    def dropped(self, reason: str, n: int) -> None:
+        """Count ``n`` lines not published for ``reason`` (a record type, or a rule's name).
+        The label set is bounded; each reason is logged once, when first seen."""
+        if reason not in self._drop_reasons:
+            if len(self._drop_reasons) >= MAX_DROP_REASONS:
+                reason = OTHER_DROP_REASON
+            if reason not in self._drop_reasons:
+                self._drop_reasons.add(reason)
+                log.info("not publishing lines of kind %r (counted in %slines_dropped_total)", reason, P)
+        self.lines_dropped.labels(reason).inc(n)
+
+
 @contextmanager
-def metrics_server(registry: CollectorRegistry, port: int) -> Iterator[int]:
-    """Serve ``/metrics`` on ``port`` (0 = off) for the duration of the block; yields the port."""
+def metrics_server(registry: CollectorRegistry, port: int, host: str = "0.0.0.0") -> Iterator[int]:
+    """Serve ``/metrics`` on ``host:port`` (0 = off) for the duration of the block; yields the port."""
     if port == 0:
         yield 0
         return
-    server, thread = start_http_server(port, registry=registry)
-    log.info("metrics on :%d/metrics", port)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    log.info("metrics on %s:%d/metrics", host, port)
     try:
         yield port
     finally:

@@ -8,6 +8,8 @@ Layout (``<claude>`` = ``settings.claude_dir``):
   session is only known from its records' ``sessionId``.
 
 Sub-agent lines belong to the parent session's stream; they never form sessions of their own.
+A session or agent id outside Claude Code's id shape (``shared.ids``) is not a transcript:
+its name could splice Redis keys (``<sid>:events``) or read as a command-line option.
 """
 
 from __future__ import annotations
@@ -15,8 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
+from collector.tailer import open_regular
+from shared.ids import valid_session_id
+
 AGENT_PREFIX = "agent-"
 SUFFIX = ".jsonl"
+META_SUFFIX = ".meta.json"
+#: A sub-agent's ``.meta.json`` is a few hundred bytes; never read a big one.
+META_MAX_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +53,25 @@ def classify(claude_dir: Path, path: Path) -> TranscriptPath | None:
         return None
     if len(parts) == 3:
         if stem.startswith(AGENT_PREFIX):
-            return TranscriptPath(key, None, stem[len(AGENT_PREFIX) :] or None)
-        return TranscriptPath(key, stem, None)
+            agent = stem[len(AGENT_PREFIX) :]
+            return TranscriptPath(key, None, agent) if valid_session_id(agent) else None
+        return TranscriptPath(key, stem, None) if valid_session_id(stem) else None
     if len(parts) == 5 and parts[3] == "subagents" and stem.startswith(AGENT_PREFIX):
-        return TranscriptPath(key, parts[2], stem[len(AGENT_PREFIX) :] or None)
+        agent = stem[len(AGENT_PREFIX) :]
+        if valid_session_id(parts[2]) and valid_session_id(agent):
+            return TranscriptPath(key, parts[2], agent)
     return None
+
+
+def parent_tool_use_id(path: Path) -> str | None:
+    """The Task/Agent ``toolUseId`` that started the sub-agent transcript ``path``: current
+    CLIs write it to ``agent-<id>.meta.json`` beside the transcript (``None`` when absent)."""
+    meta = path.with_name(path.name[: -len(SUFFIX)] + META_SUFFIX)
+    try:
+        with open_regular(meta) as f:  # never a FIFO or a symlink planted there
+            raw = f.read(META_MAX_BYTES + 1)
+        rec = orjson.loads(raw) if len(raw) <= META_MAX_BYTES else None
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    value = rec.get("toolUseId") if isinstance(rec, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 256 else None

@@ -1,7 +1,8 @@
 """Claude Code's live-process files: ``<claude>/sessions/<pid>.json``.
 
 Each running ``claude`` writes one, with at least ``pid``, ``sessionId`` and ``cwd``
-(newer versions add ``status`` and ``waitingFor``). Parsed tolerantly: anything missing
+(newer versions add ``status``, ``waitingFor``, ``entrypoint`` and, under tmux, ``tmux``
+naming the pane, e.g. ``"main:@0.%0"``). Parsed tolerantly: anything missing
 or malformed makes the file be ignored, never an error.
 """
 
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+
+from collector.tailer import open_regular
+from shared.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024
@@ -26,6 +30,7 @@ class LiveProcess:
     status: str | None
     waiting_for: str | None
     entrypoint: str | None
+    tmux: str | None = None
 
 
 def parse(raw: bytes) -> LiveProcess | None:
@@ -40,7 +45,7 @@ def parse(raw: bytes) -> LiveProcess | None:
         pid = int(pid)
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
-    if not isinstance(sid, str) or not sid:
+    if not valid_session_id(sid):
         return None
     return LiveProcess(
         pid=pid,
@@ -49,6 +54,7 @@ def parse(raw: bytes) -> LiveProcess | None:
         status=_str(obj.get("status")),
         waiting_for=_str(obj.get("waitingFor")),
         entrypoint=_str(obj.get("entrypoint")),
+        tmux=_str(obj.get("tmux")),
     )
 
 
@@ -77,7 +83,7 @@ def scan(sessions_dir: Path) -> dict[str, LiveProcess]:
         if not entry.name.endswith(".json"):
             continue
         try:
-            with open(entry.path, "rb") as f:
+            with open_regular(entry.path) as f:
                 info = parse(f.read(MAX_FILE_BYTES))
         except OSError:
             continue

@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -27,6 +28,7 @@ from shared import projection
 from shared.appendlog import EpochChanged
 from shared.approvals import PERMISSION_DECISION
 from shared.keys import Keys
+from shared.preflight import StartupError, collector_dirs
 from shared.redis_conn import connect
 from shared.settings import Settings
 
@@ -42,6 +44,10 @@ REDIS_ERRORS = (
     OSError,
 )
 TICK_S = 1.0
+#: How often a session whose live-process file is gone looks for its process's exit.
+CLOSING_POLL_S = 0.1
+#: Batches read from one file before the other changed files get their turn.
+ROUND_BATCHES = 4
 RESCAN_S = 2.0
 SHUTDOWN_S = 5.0
 
@@ -85,13 +91,17 @@ async def drive(
                 need_start = False
             else:
                 paths, processes, full = wake.take()
+                more: set[Path] = set()
                 if full:
-                    await engine.sync_all()
+                    more |= await engine.sync_all(max_batches=ROUND_BATCHES)
                 for path in sorted(paths):
                     if stop.is_set():
                         break
-                    await engine.sync_path(path)
-                if processes:
+                    if await engine.sync_path(path, max_batches=ROUND_BATCHES):
+                        more.add(path)
+                if more:  # round robin: a huge file gets its next turn after the others
+                    wake.add(more)
+                if processes or engine.closing:
                     await engine.sync_processes()
             if commands is not None:
                 await commands.notices.apply(engine)
@@ -121,7 +131,10 @@ async def drive(
             wake.request_rescan()
             await sleep_unless(stop, backoff.next())
             continue
-        await wake.wait(max(0.0, next_tick - loop.time()))
+        wait_s = next_tick - loop.time()
+        if engine.closing:  # a process whose live file is gone: notice its exit promptly
+            wait_s = min(wait_s, CLOSING_POLL_S)
+        await wake.wait(max(0.0, wait_s))
 
 
 async def supervise(
@@ -157,22 +170,38 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
         await asyncio.wait_for(client.zrem(keys.hosts, settings.host_id), 1.0)
 
 
+@contextlib.contextmanager
+def _metrics_or_startup_error(
+    registry: CollectorRegistry, port: int, host: str = "0.0.0.0"
+) -> Iterator[int]:
+    """:func:`metrics_server`, a port it cannot bind being a one-line :class:`StartupError`."""
+    with contextlib.ExitStack() as stack:
+        try:
+            bound = stack.enter_context(metrics_server(registry, port, host))
+        except OSError as exc:
+            raise StartupError(
+                f"collector metrics port {port} cannot be bound ({exc.strerror or exc}): "
+                "free it, or set RELAYBUS_COLLECTOR_METRICS_PORT to another port (0 = off)"
+            ) from None
+        yield bound
+
+
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    """Run one collector until ``stop`` is set."""
-    for sub in ("projects", "sessions"):
-        (settings.claude_dir / sub).mkdir(parents=True, exist_ok=True)
+    """Run one collector until ``stop`` is set. An unusable Claude directory or metrics
+    port raises :class:`StartupError` before anything runs."""
+    dirs = collector_dirs(settings)
     registry = CollectorRegistry()
     metrics = CollectorMetrics(registry)
     client = connect(settings)
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
     approvals = Approvals(settings, wake.event.set, registry)
+    engine.observers.append(approvals)  # the terminal answering first resolves held requests
     commands = CollectorCommands(
         settings, metrics.commands, wake.event.set,
         extra_handlers={PERMISSION_DECISION: approvals.decide},
     )
     engine.pub.traces = commands.traces
-    dirs = [engine.projects, engine.sessions_dir]
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
         "engine": lambda: drive(engine, wake, stop, metrics, commands, approvals),
         "commands": lambda: commands.run(stop),
@@ -181,9 +210,13 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         "rescan": lambda: rescan(wake, stop, interval_s=RESCAN_S),
         "heartbeat": lambda: heartbeat(client, settings, stop),
     }
-    log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
+    started = False
     try:
-        with metrics_server(registry, settings.collector_metrics_port):
+        with _metrics_or_startup_error(
+            registry, settings.collector_metrics_port, settings.collector_metrics_host
+        ):
+            started = True
+            log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
             tasks = {
                 asyncio.create_task(supervise(n, f, stop, metrics), name=f"collector-{n}")
                 for n, f in jobs.items()
@@ -200,4 +233,5 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await client.aclose()
-        log.info("collector %s stopped", settings.host_id)
+        if started:
+            log.info("collector %s stopped", settings.host_id)

@@ -10,16 +10,28 @@ from __future__ import annotations
 
 import collections
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from collector.turns import TurnChange, TurnTracker
+from collector.turns import IDLE, WORKING, TurnChange, TurnTracker
 from shared import frames
 from shared.appendlog import OutEvent
 
-#: Title rank of "the first real user prompt": only the first one counts.
+#: Rank of "the first real user prompt": only the first one counts. Candidates of this
+#: rank or below (a ``/command args`` line is 0) are the session's ``firstPrompt``, never
+#: its title: titles are only what Claude Code writes as such (custom-title, agent-name,
+#: ai-title, or a summary of this session's own conversation).
 FIRST_PROMPT_RANK = 1
+SUMMARY_RANK = 2
+#: Summaries waiting for their leaf line (a summary names the line it summarises up to).
+MAX_PENDING_SUMMARIES = 16
+#: Sub-agents remembered as cache warm-ups (their lines are not published).
+MAX_WARMUP_AGENTS = 64
+#: Sub-agent -> Task call links remembered per session (the oldest is forgotten first).
+MAX_AGENT_PARENTS = 256
+#: Sub-agent ids of compaction runs start so.
+COMPACTION_AGENT_PREFIX = "acompact"
 
 
 class LineFacts(Protocol):
@@ -49,6 +61,10 @@ class LineFacts(Protocol):
     def drop_reason(self) -> str | None: ...
     @property
     def session_id(self) -> str | None: ...
+    @property
+    def leaf_uuid(self) -> str | None: ...
+    @property
+    def agent_parent(self) -> tuple[str, str] | None: ...
 
 
 class Projection(Protocol):
@@ -58,7 +74,6 @@ class Projection(Protocol):
         self, raw: bytes, *, data_max_bytes: int = ..., text_max_chars: int = ...
     ) -> LineFacts: ...
     def oversize_line(self, size: int) -> LineFacts: ...
-    def title_event(self, title: str) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -70,10 +85,20 @@ class SessionState:
     entrypoint: str = ""
     title: str | None = None
     title_rank: int = 0
+    first_prompt: str | None = None
+    first_prompt_rank: int = -1
     started_at: int = 0
     live: bool = False
     pid: int | None = None
+    #: Why it last ended (``exit``: its process is gone, so only a new prompt restarts it).
+    end_reason: str = ""
     turn: TurnTracker = field(default_factory=TurnTracker)
+    pending_summaries: dict[str, str] = field(default_factory=dict)
+    warmup_agents: set[str] = field(default_factory=set)
+    #: sub-agent id -> the Task call running it, from the main transcript's progress lines
+    agent_parents: dict[str, str] = field(default_factory=dict)
+    #: It published an event a person reads (not only /goal status lines): it is listed.
+    has_content: bool = False
 
     @classmethod
     def from_hash(cls, sid: str, h: Mapping[Any, Any]) -> SessionState:
@@ -93,16 +118,27 @@ class SessionState:
             waiting_for=s("waitingFor") or None,
             last_activity_ms=n("lastActivity"),
         )
+        title, title_rank = s("title") or None, n("titleRank")
+        first, first_rank = s("firstPrompt") or None, n("firstPromptRank") if s("firstPrompt") else -1
+        if title is not None and title_rank <= FIRST_PROMPT_RANK:  # written before titles were real
+            if first is None:
+                first, first_rank = title, title_rank
+            title, title_rank = None, 0
         return cls(
             sid=sid,
             cwd=s("cwd"),
             entrypoint=s("entrypoint"),
-            title=s("title") or None,
-            title_rank=n("titleRank"),
+            title=title,
+            title_rank=title_rank,
+            first_prompt=first,
+            first_prompt_rank=first_rank,
             started_at=n("startedAt"),
             live=s("live") == "1",
             pid=n("pid") or None,
+            end_reason=s("endReason"),
             turn=turn,
+            # hashes from before the field: any published event counted
+            has_content=s("hasContent") == "1" or (not s("hasContent") and n("sessionSeq") > 0),
         )
 
     def clone(self) -> SessionState:
@@ -125,6 +161,38 @@ def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> 
     return OutEvent(frames.SESSION_EVENT, prefix, session_stream=True, session_seq=True)
 
 
+def _shows_content(event: dict[str, Any] | None) -> bool:
+    """Whether an event is something to read: a block other than a /goal status, or a line
+    too big or malformed to project (its stand-in). Title records alone are not."""
+    if not event:
+        return False
+    blocks = event.get("blocks") or []
+    return event.get("type") == "unknown" or any(b.get("kind") != "goal_status" for b in blocks)
+
+
+def _facts(st: SessionState) -> tuple[str, str, str | None, str | None]:
+    """What ``session_updated`` announces a change of (turn state and life have frames)."""
+    return st.cwd, st.entrypoint, st.title, st.first_prompt
+
+
+def updated_event(st: SessionState, *, host: str, activity_ms: int | None) -> OutEvent:
+    """``session_updated`` with the session's current SessionInfo."""
+    info: dict[str, Any] = {
+        "id": st.sid,
+        "cwd": st.cwd,
+        "startedAt": st.started_at,
+        "entrypoint": st.entrypoint,
+    }
+    if st.title:
+        info["title"] = st.title
+    if st.first_prompt:
+        info["firstPrompt"] = st.first_prompt
+    info.update(host=host, state=st.turn.state or "idle", live=st.live)
+    if activity_ms is not None:
+        info["lastActivity"] = activity_ms
+    return OutEvent(frames.SESSION_UPDATED, frames.session_updated(st.sid, info))
+
+
 class BatchPlan:
     """Events and hash updates for one batch of one session's lines.
 
@@ -139,31 +207,47 @@ class BatchPlan:
         host: str,
         now_ms: int,
         idle_ms: int,
-        title_event: Callable[[str], dict[str, Any]],
         collapse: bool = False,
         keep_events: int = 0,
         agent_id: str | None = None,
+        parent_tool_use_id: str | None = None,
     ) -> None:
         self.orig = state
         self.state = state.clone()
         self.host = host
         self.now_ms = now_ms
         self.idle_ms = idle_ms
-        self._title_event = title_event
         self.collapse = collapse
         self.agent_id = agent_id
+        #: the Task/Agent tool call that ran this sub-agent file (from its ``.meta.json``)
+        self.parent_tool_use_id = parent_tool_use_id
+        #: what clients were last told (session_started, or before this batch)
+        self._announced = _facts(state) if state.live else None
         self.events: list[OutEvent] = []
         self._kept: collections.deque[OutEvent] = collections.deque(maxlen=max(keep_events, 0))
         self.hash: dict[str, str] = {}
         self.activity_ms: int | None = None
         self.published = 0
+        #: toolUseIds of the tool results in this batch (sub-agents' too).
+        self.tool_results: list[str] = []
+        #: Backfill: the newest line that may (re)start the session.
+        self._start_ms: int | None = None
 
     def prime(self, lines: Iterable[LineFacts]) -> None:
-        """Learn cwd/entrypoint from the batch before anything is announced."""
+        """Learn cwd/entrypoint (and the first prompt) from the batch before anything is
+        announced, so that ``session_started`` carries them."""
         st = self.state
         for p in lines:
+            title = p.title
+            if (
+                st.first_prompt_rank < FIRST_PROMPT_RANK
+                and title is not None
+                and title[0] <= FIRST_PROMPT_RANK
+                and not (p.is_sidechain or self.agent_id)
+            ):
+                self._title(*title)
             if st.cwd and st.entrypoint:
-                break
+                continue
             if p.cwd and not st.cwd:
                 st.cwd = p.cwd
                 self.hash["cwd"] = p.cwd
@@ -173,42 +257,98 @@ class BatchPlan:
 
     def encode(self, p: LineFacts) -> OutEvent | None:
         """The ``session_event`` of a published line (None for a bookkeeping line)."""
+        agent = p.agent_id or self.agent_id
+        link = p.agent_parent
+        if link is not None:
+            parents = self.state.agent_parents
+            if link[0] not in parents and len(parents) >= MAX_AGENT_PARENTS:
+                del parents[next(iter(parents))]
+            parents[link[0]] = link[1]
+        if p.drop_reason == "warmup" and agent:  # the rest of this agent is warm-up too
+            warm = self.state.warmup_agents
+            if len(warm) >= MAX_WARMUP_AGENTS:
+                warm.pop()
+            warm.add(agent)
         if not p.publish or p.event is None:
             return None
         event = p.event
         if p.is_sidechain or self.agent_id:
+            if agent and agent in self.state.warmup_agents:
+                return None
             event["sidechain"] = True
-            agent = p.agent_id or self.agent_id
             if agent:
                 event.setdefault("agentId", agent)
+                if agent.startswith(COMPACTION_AGENT_PREFIX):
+                    event["compaction"] = True
+            parent = self.parent_tool_use_id or (
+                self.state.agent_parents.get(agent) if agent else None
+            )
+            if parent:
+                event["parentToolUseId"] = parent
         return line_event(self.state.sid, event)
 
     def line(self, p: LineFacts, encoded: OutEvent | None = None) -> None:
-        """Plan one line; ``encoded`` is its :meth:`encode` when the caller did that already."""
+        """Plan one line; ``encoded`` is its :meth:`encode` when the caller did that already.
+
+        Only a published line starts a session that is not live, and one whose process
+        exited only by a new prompt: the CLI writes bookkeeping, and after SIGINT a partial
+        answer, after it removed its live-process file.
+        """
         st = self.state
         if p.timestamp_ms is not None:
             ts = min(p.timestamp_ms, self.now_ms)
             self.activity_ms = max(self.activity_ms or 0, ts)
         else:
             ts = self.activity_ms or self.now_ms
-        if not self.collapse and not st.live and self._recent(ts):
-            self._start(ts)
         ev = encoded if encoded is not None else self.encode(p)
+        sidechain = p.is_sidechain or self.agent_id is not None
+        if ev is not None and not st.live and self._may_start(p, sidechain):
+            if self.collapse:
+                self._start_ms = max(self._start_ms or 0, ts)
+            elif self._recent(ts):
+                self._start(ts)
         if ev is not None:
             self.published += 1
+            if not st.has_content and _shows_content(p.event):
+                st.has_content = True
             if self.collapse:
                 self._kept.append(ev)
             else:
                 self.events.append(ev)
-        if p.is_sidechain or self.agent_id:
-            st.turn.on_line(None, ts)
+        event = p.event or {}
+        blocks = event.get("blocks") or []
+        self.tool_results += [
+            str(b.get("toolUseId")) for b in blocks if b.get("kind") == "tool_result"
+        ]
+        if sidechain:
+            st.turn.on_activity(ts)
             return
         if p.title is not None:
-            self._title(*p.title)
-        change = st.turn.on_line(p.turn, ts)
+            if p.leaf_uuid is None:
+                self._title(*p.title)
+            elif len(st.pending_summaries) < MAX_PENDING_SUMMARIES:
+                st.pending_summaries[p.leaf_uuid] = p.title[1]
+        if st.pending_summaries and p.event is not None:
+            summary = st.pending_summaries.pop(p.event.get("uuid") or "", None)
+            if summary is not None:  # the summary's leaf is this session's own line
+                self._title(SUMMARY_RANK, summary)
+        turn = p.turn
+        if turn == IDLE and event.get("type") == "assistant" and blocks and all(
+            b.get("kind") in ("thinking", "redacted_thinking") for b in blocks
+        ):
+            turn = None  # every line of a message carries its final stop_reason: the text follows
+        activity = event.get("type") == "assistant" or any(
+            b.get("kind") == "tool_result" for b in blocks
+        )
+        change = st.turn.on_line(turn, ts, activity=activity)
         if change is not None and not self.collapse:
             self.events.append(turn_event(st.sid, change))
             self.hash.update(turn_hash(change))
+
+    def _may_start(self, p: LineFacts, sidechain: bool) -> bool:
+        if self.state.end_reason != "exit":
+            return True
+        return p.turn == WORKING and not sidechain
 
     def finish(self) -> None:
         """Close the plan: collapsed history, the final title/turn, the activity stamp."""
@@ -216,12 +356,10 @@ class BatchPlan:
         if self.collapse:
             head: list[OutEvent] = []
             if not st.live and (
-                st.pid is not None or (self.activity_ms and self._recent(self.activity_ms))
+                st.pid is not None or (self._start_ms is not None and self._recent(self._start_ms))
             ):
-                self._start(self.activity_ms or self.now_ms, into=head)
+                self._start(self._start_ms or self.activity_ms or self.now_ms, into=head)
             tail: list[OutEvent] = []
-            if st.title != orig.title and st.title:
-                tail.append(line_event(st.sid, self._title_event(st.title)))
             t = st.turn
             if t.state and (t.state, t.waiting_for) != (orig.turn.state, orig.turn.waiting_for):
                 change = TurnChange(t.state, t.since, t.waiting_for)
@@ -231,7 +369,10 @@ class BatchPlan:
             self.published = len(self._kept)
         if self.activity_ms is None:
             self.activity_ms = self.now_ms
+        if st.live and self._announced is not None and _facts(st) != self._announced:
+            self.events.append(updated_event(st, host=self.host, activity_ms=self.activity_ms))
         self.hash["lastActivity"] = str(self.activity_ms)
+        self.hash["hasContent"] = "1" if st.has_content else "0"
         self.hash.setdefault("id", st.sid)
         self.hash.setdefault("host", self.host)
 
@@ -247,6 +388,7 @@ class BatchPlan:
         st = self.state
         st.live = True
         st.started_at = ts
+        st.end_reason = ""
         prefix = frames.session_started(
             st.sid,
             cwd=st.cwd,
@@ -254,8 +396,10 @@ class BatchPlan:
             host=self.host,
             title=st.title,
             started_at=ts,
+            first_prompt=st.first_prompt,
         )
         (self.events if into is None else into).append(OutEvent(frames.SESSION_STARTED, prefix))
+        self._announced = _facts(st)
         self.hash.update(
             {
                 "id": st.sid,
@@ -265,25 +409,29 @@ class BatchPlan:
                 "startedAt": str(ts),
                 "live": "1",
                 "ended": "0",
+                "endReason": "",
             }
         )
 
     def _title(self, rank: int, text: str) -> None:
         st = self.state
-        if rank < st.title_rank or (rank == st.title_rank == FIRST_PROMPT_RANK):
+        if rank <= FIRST_PROMPT_RANK:
+            if rank < st.first_prompt_rank or rank == st.first_prompt_rank == FIRST_PROMPT_RANK:
+                return
+            if rank != st.first_prompt_rank or text != st.first_prompt:
+                st.first_prompt, st.first_prompt_rank = text, rank
+                self.hash.update({"firstPrompt": text, "firstPromptRank": str(rank)})
             return
-        if rank == st.title_rank and text == st.title:
+        if rank < st.title_rank or (rank == st.title_rank and text == st.title):
             return
         st.title, st.title_rank = text, rank
         self.hash.update({"title": text, "titleRank": str(rank)})
-        if not self.collapse:
-            self.events.append(line_event(st.sid, self._title_event(text)))
 
 
 def end_events(state: SessionState, *, reason: str, now_ms: int) -> tuple[list[OutEvent], dict[str, str]]:
     """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
     events: list[OutEvent] = []
-    h: dict[str, str] = {"live": "0", "ended": "1"}
+    h: dict[str, str] = {"live": "0", "ended": "1", "endReason": reason}
     change = state.turn.on_end(now_ms)
     if change is not None:
         events.append(turn_event(state.sid, change))
@@ -291,4 +439,5 @@ def end_events(state: SessionState, *, reason: str, now_ms: int) -> tuple[list[O
     events.append(OutEvent(frames.SESSION_ENDED, frames.session_ended(state.sid, reason=reason)))
     state.live = False
     state.pid = None
+    state.end_reason = reason
     return events, h

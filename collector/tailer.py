@@ -5,6 +5,10 @@ offsets and the caller :meth:`FileTail.commit`s the end of the last line it publ
 A partial last line waits for its newline. A line longer than ``max_line_bytes`` is never
 held in memory whole: it is skipped through in chunks and returned as an oversize
 :class:`Line` (``raw is None``) carrying its size.
+
+Transcript names are untrusted: every open goes through :func:`open_regular`, which never
+blocks (a FIFO swapped in for a transcript would freeze the event loop), never follows a
+symlink, and yields only regular files.
 """
 
 from __future__ import annotations
@@ -17,6 +21,28 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 CHUNK_BYTES = 256 * 1024
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotRegular(OSError):
+    """The path is a FIFO, device, directory or symlink: never read as a transcript."""
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """Open a regular file for reading without blocking or following a final symlink.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once (it has no effect on regular
+    files); ``fstat`` on the open descriptor then refuses anything but a regular file.
+    Raises :class:`NotRegular` (an ``OSError``) or the ``OSError`` of ``open``.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(f"not a regular file: {path}")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +79,9 @@ class Probe:
 
 
 def probe(path: Path) -> Probe | None:
-    """Stat a path: ``None`` when it does not exist (or is not a regular file)."""
+    """Stat a path: ``None`` when it does not exist or is not a regular file (a symlink is not)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     if not stat.S_ISREG(st.st_mode):
@@ -116,8 +142,8 @@ class FileTail:
         """Complete lines from the committed offset, up to ``max_lines``/about ``max_bytes``."""
         lines: list[Line] = []
         try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed in finally, loop needs it open
-        except FileNotFoundError:
+            f = open_regular(self.path)
+        except OSError:  # gone, or swapped for a FIFO/symlink: the next check() sees it
             return lines
         try:
             if Identity.of(os.fstat(f.fileno())) != self.identity:

@@ -1,9 +1,22 @@
 """Turn state of one session: is Claude working, idle, or waiting for the user?
 
-A pure state machine. The live-process file's ``status`` wins while one reports it;
-otherwise the transcript drives it (the projection's ``turn`` per line), with a long
-backstop that turns a silent ``working`` into ``idle``. Consecutive duplicates are never
-emitted.
+A pure state machine over four inputs, recomputed after each one so that a change is
+emitted once and consecutive duplicates never are:
+
+* a permission request relaybus holds (``waiting`` with what it waits for) wins over all;
+* the live-process file's ``status``: ``busy`` and ``waiting`` are trusted at once, but its
+  ``idle`` only when it is not early — Claude Code 2.1.332 says ``idle`` 5–25 ms before
+  ``busy`` when a run starts and, interactively, 60–140 ms before a turn's last transcript
+  lines. So ``idle`` counts only after ``busy`` was seen since the last prompt, never while
+  relaybus's own headless run is active, and only once the transcript ended the turn too
+  (or the live file kept saying ``idle`` for :data:`LIVE_IDLE_GRACE_MS`);
+* the transcript's turn signals (the projection's ``turn`` per line);
+* a long backstop that turns a silent ``working`` into ``idle``; any main-session assistant
+  or tool-result line after it brings ``working`` back.
+
+Only ``state``, ``since``, ``waiting_for`` and ``last_activity_ms`` are kept in the session
+hash; the inputs live in memory (a restarted collector learns them again from the next
+live-file scan and transcript lines).
 """
 
 from __future__ import annotations
@@ -16,6 +29,8 @@ WAITING = "waiting"
 
 #: live-process file ``status`` -> turn state; other values are ignored (transcript decides).
 LIVE_STATUS = {"busy": WORKING, "working": WORKING, "idle": IDLE, "waiting": WAITING}
+#: The live file's ``idle`` ends a turn the transcript has not ended after this long.
+LIVE_IDLE_GRACE_MS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,61 +45,143 @@ class TurnTracker:
     state: str | None = None
     since: int = 0
     waiting_for: str | None = None
-    live_status: bool = False
     last_activity_ms: int = 0
+    #: The live file's status mapped to a turn state (None: no file, or no known status).
+    live: str | None = None
+    live_waiting_for: str | None = None
+    #: When the live file's current run of ``idle`` began.
+    live_idle_since: int | None = None
+    #: ``busy`` (or ``waiting``) seen in the live file since the last prompt.
+    busy_seen: bool = True
+    #: The transcript's last turn signal.
+    transcript: str | None = None
+    #: Relaybus's own headless run of this session is running.
+    run_active: bool = False
+    #: What a permission request relaybus holds waits for.
+    approval: str | None = None
+    #: The backstop ended the turn; a main-session assistant/tool-result line revives it.
+    backstopped: bool = False
 
-    def on_line(self, turn: str | None, ts_ms: int) -> TurnChange | None:
-        """A transcript line at ``ts_ms``; ``turn`` is the projection's verdict for it."""
+    @property
+    def live_status(self) -> bool:
+        return self.live is not None
+
+    # --- inputs ---------------------------------------------------------------------------
+
+    def on_line(self, turn: str | None, ts_ms: int, *, activity: bool = False) -> TurnChange | None:
+        """A main-session transcript line at ``ts_ms``; ``turn`` is its turn signal.
+
+        ``activity``: the line is an assistant or tool-result line (Claude is at work).
+        """
         self.last_activity_ms = max(self.last_activity_ms, ts_ms)
-        if turn is None or self.live_status:
-            return None
-        return self._set(turn, ts_ms, None)
+        if turn == WORKING:
+            self.busy_seen = self.live in (WORKING, WAITING) or (self.busy_seen and self.live is None)
+            self.backstopped = False
+        if turn is None and activity and self.backstopped:
+            turn = WORKING
+        if turn is not None:
+            self.transcript = turn
+            if turn == IDLE:
+                self.backstopped = False
+        return self._update(ts_ms)
+
+    def on_activity(self, ts_ms: int) -> None:
+        """A line that tells nothing about the turn (bookkeeping, a sub-agent's line)."""
+        self.last_activity_ms = max(self.last_activity_ms, ts_ms)
 
     def on_prompt(self, now_ms: int) -> TurnChange | None:
         """A prompt was sent through relaybus: the turn starts now."""
         self.last_activity_ms = max(self.last_activity_ms, now_ms)
-        return None if self.live_status else self._set(WORKING, now_ms, None)
+        self.transcript = WORKING
+        self.busy_seen = False
+        self.backstopped = False
+        return self._update(now_ms)
+
+    def on_run(self, active: bool, now_ms: int) -> TurnChange | None:
+        """Relaybus's headless run started, or ended (its process is gone: the turn is over)."""
+        self.run_active = active
+        if not active:
+            self.live = None
+            self.live_idle_since = None
+            if self.transcript == WORKING:
+                self.transcript = IDLE
+        return self._update(now_ms)
 
     def on_live(self, status: str | None, waiting_for: str | None, now_ms: int) -> TurnChange | None:
         """The live-process file's status (``None`` when it reports none or is gone)."""
         mapped = LIVE_STATUS.get(status or "")
-        if mapped is None:
-            self.live_status = False
-            return None
-        self.live_status = True
-        return self._set(mapped, now_ms, waiting_for if mapped == WAITING else None)
+        if mapped == IDLE:
+            if self.live != IDLE:
+                self.live_idle_since = now_ms
+        else:
+            self.live_idle_since = None
+        if mapped in (WORKING, WAITING):
+            self.busy_seen = True
+            self.backstopped = False
+        self.live = mapped
+        self.live_waiting_for = waiting_for if mapped == WAITING else None
+        return self._update(now_ms)
+
+    def on_approval(self, waiting_for: str | None, now_ms: int) -> TurnChange | None:
+        """A permission request is held (``waiting_for``), or none is any more."""
+        self.approval = waiting_for or None
+        return self._update(now_ms)
 
     def backstop_due(self, now_ms: int, backstop_ms: int) -> bool:
-        """``working`` with no transcript activity for ``backstop_ms`` (and no live status)."""
+        """``working`` with no transcript activity for ``backstop_ms``, nothing vouching for it."""
         return (
             self.state == WORKING
-            and not self.live_status
+            and self.live != WORKING
+            and not self.run_active
             and now_ms - max(self.since, self.last_activity_ms) >= backstop_ms
         )
 
-    def on_tick(self, now_ms: int, backstop_ms: int) -> TurnChange | None:
-        """The backstop: a silent ``working`` turn becomes ``idle``."""
-        if not self.backstop_due(now_ms, backstop_ms):
-            return None
-        return self._set(IDLE, now_ms, None)
+    def live_idle_due(self, now_ms: int) -> bool:
+        """The live file's ``idle`` has waited long enough for the transcript to agree."""
+        return (
+            self.state == WORKING
+            and self.live_idle_since is not None
+            and now_ms - self.live_idle_since >= LIVE_IDLE_GRACE_MS
+        )
 
-    def on_approval(self, waiting_for: str | None, now_ms: int) -> TurnChange | None:
-        """A permission request is held (``waiting_for``), or none is any more (working again)."""
-        if self.live_status:
-            return None
-        if waiting_for:
-            return self._set(WAITING, now_ms, waiting_for)
-        return self._set(WORKING, now_ms, None) if self.state == WAITING else None
+    def on_tick(self, now_ms: int, backstop_ms: int) -> TurnChange | None:
+        """Timers: the backstop, and a live ``idle`` the transcript never confirmed."""
+        if self.backstop_due(now_ms, backstop_ms):
+            self.transcript = IDLE
+            self.backstopped = True
+        return self._update(now_ms)
 
     def on_end(self, now_ms: int) -> TurnChange | None:
         """The session ended: whatever it was doing, it is not working any more."""
-        self.live_status = False
-        if self.state in (None, IDLE):
-            return None
-        return self._set(IDLE, now_ms, None)
+        self.live = self.live_waiting_for = self.live_idle_since = self.approval = None
+        self.run_active = False
+        self.backstopped = False
+        self.transcript = IDLE if self.state not in (None, IDLE) else self.transcript
+        return self._update(now_ms)
 
-    def _set(self, state: str, since: int, waiting_for: str | None) -> TurnChange | None:
-        if state == self.state and waiting_for == self.waiting_for:
+    # --- the state they make ------------------------------------------------------------------
+
+    def _desired(self, now_ms: int) -> tuple[str | None, str | None]:
+        if self.approval:
+            return WAITING, self.approval
+        if self.live == WAITING:
+            return WAITING, self.live_waiting_for
+        if self.live == WORKING:
+            return WORKING, None
+        tx = self.transcript
+        if self.live == IDLE and self.busy_seen and not self.run_active:
+            held = self.live_idle_since is not None and (
+                now_ms - self.live_idle_since >= LIVE_IDLE_GRACE_MS
+            )
+            if tx != WORKING or held:
+                return IDLE, None
+        if tx is None:  # no signal yet: keep the state, but nothing holds a ``waiting`` any more
+            return (WORKING, None) if self.state == WAITING else (self.state, None)
+        return tx, None
+
+    def _update(self, now_ms: int) -> TurnChange | None:
+        state, waiting_for = self._desired(now_ms)
+        if state is None or (state == self.state and waiting_for == self.waiting_for):
             return None
-        self.state, self.since, self.waiting_for = state, since, waiting_for
-        return TurnChange(state, since, waiting_for)
+        self.state, self.since, self.waiting_for = state, now_ms, waiting_for
+        return TurnChange(state, now_ms, waiting_for)

@@ -65,7 +65,8 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
     # watchfiles logs every change batch at INFO: one line per transcript line here.
     logging.getLogger("watchfiles.main").setLevel(logging.WARNING)
     for d in dirs:  # watchfiles needs them; a restart after someone removed one recreates it
-        d.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a read-only mount: the error below names it
+            d.mkdir(parents=True, exist_ok=True)
     log.info("watching %s (step %d ms)", ", ".join(str(d) for d in dirs), step_ms)
     async for changes in awatch(
         *dirs,

@@ -58,6 +58,7 @@ class GatewayApprovals:
         gateway_id: str,
         metrics: GatewayMetrics,
         command_timeout_s: float,
+        watchers_ttl_s: int = ap.WATCHERS_TTL_S,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -65,6 +66,7 @@ class GatewayApprovals:
         self._gateway_id = gateway_id
         self._metrics = metrics
         self._command_timeout_s = command_timeout_s
+        self._watchers_ttl_s = watchers_ttl_s
         #: Counts as last written to Redis, and when each field was last stamped.
         self._written: dict[str, int] = {}
         self._stamped: dict[str, float] = {}
@@ -85,13 +87,13 @@ class GatewayApprovals:
             log.warning("watcher count of %s not written: %s", sid, exc)
 
     async def _write(self, counts: dict[str, int]) -> None:
-        expires = _now_ms() + ap.WATCHERS_TTL_S * 1000
+        expires = _now_ms() + self._watchers_ttl_s * 1000
         pipe = self._client.pipeline(transaction=False)
         for sid, n in counts.items():
             key = self._keys.session_watchers(sid)
             if n > 0:
                 pipe.hset(key, self._gateway_id, ap.watcher_value(n, expires))
-                pipe.expire(key, ap.WATCHERS_TTL_S)
+                pipe.expire(key, self._watchers_ttl_s)
             else:
                 pipe.hdel(key, self._gateway_id)
         await pipe.execute()
@@ -107,7 +109,7 @@ class GatewayApprovals:
     async def _pass(self) -> None:
         """Write what changed (disconnects) and re-stamp fields before they expire."""
         sids = {sid for conn in self._hub.connections for sid in conn.watched} | set(self._written)
-        stale = time.monotonic() - ap.WATCHERS_REFRESH_S
+        stale = time.monotonic() - self._watchers_ttl_s / 3
         due = {}
         for sid in sids:
             n = self.count(sid)

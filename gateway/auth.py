@@ -1,4 +1,5 @@
-"""Tokens: ``secret`` grants full access, ``secret:read`` read-only access.
+"""Tokens: ``secret`` grants full access, ``secret:read`` read-only access; any other
+``:scope`` is a configuration error (a secret holds no ``:``).
 
 Anonymous access (``RELAYBUS_ALLOW_ANONYMOUS``) is full access only when no token is
 configured; next to tokens it is read-only, so it never grants more than a token would.
@@ -39,9 +40,16 @@ class TokenTable:
             item = raw.strip()
             if not item:
                 continue
-            secret, access = item, Access.FULL
-            if item.endswith(":read"):
-                secret, access = item[: -len(":read")], Access.READ
+            secret, sep, scope = item.rpartition(":")
+            if not sep:
+                secret, access = item, Access.FULL
+            elif scope == "read":
+                access = Access.READ
+            else:  # never echo the entry: it holds a secret
+                raise AuthConfigError(
+                    f"RELAYBUS_TOKENS has an entry with unknown scope {scope[:16]!r}: "
+                    "write 'secret' for full access or 'secret:read' for read-only"
+                )
             if not secret:
                 raise AuthConfigError("RELAYBUS_TOKENS has an entry with an empty secret")
             entries.append((secret.encode(), access))

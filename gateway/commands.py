@@ -4,7 +4,10 @@
 heartbeat check (``host_offline`` at once when the host is gone). One
 :class:`ReplyReader` per process reads ``{ns}:reply:<gatewayId>`` and resolves the
 waiting command by id; no reply within ``command_timeout_seconds`` is ``timeout``. Every
-request gets exactly one answer, logged and counted once.
+request gets exactly one answer, logged and counted once — and a prompt whose headless run
+fails after its ``prompt_sent`` gets a second reply from the collector (``data.late``),
+sent to the same client as ``error{code:"prompt_failed", message, requestId, sessionId}``
+(for :data:`LATE_TTL_S`, while the connection lasts).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import random
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +41,9 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 5.0
 #: Commands one connection may have waiting for their machine; more are refused.
 MAX_IN_FLIGHT = 16
+#: How long (and how many) answered prompts can still get a late failure.
+LATE_TTL_S = 3600.0
+LATE_MAX = 10_000
 
 
 class ReplyReader:
@@ -50,6 +57,8 @@ class ReplyReader:
         self._waiting: dict[str, asyncio.Future[Reply]] = {}
         self._last = "0-0"
         self._task: asyncio.Task[None] | None = None
+        #: Told of a late reply (``data.late``): a command failed after its first answer.
+        self.on_late: Callable[[Reply], None] | None = None
         #: Set once the reader knows where the stream ends; commands wait for it.
         self.ready = asyncio.Event()
 
@@ -107,6 +116,10 @@ class ReplyReader:
         except EnvelopeError as exc:
             log.warning("dropping malformed reply: %s", exc)
             return
+        if reply.data.get(c.LATE):
+            if self.on_late is not None:
+                self.on_late(reply)
+            return
         fut = self._waiting.pop(reply.command_id, None)
         if fut is not None and not fut.done():
             fut.set_result(reply)
@@ -136,6 +149,11 @@ class GatewayCommands:
         self._metrics = metrics
         self._position = position
         self.replies = ReplyReader(reader_client, keys.reply(gateway_id), block_ms=block_ms)
+        self.replies.on_late = self._late
+        #: Answered prompts by command id: (connection, request id, trace id, session, expiry).
+        self._answered: OrderedDict[str, tuple[Connection, str | None, str | None, str, float]] = (
+            OrderedDict()
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, int] = {}
 
@@ -204,12 +222,42 @@ class GatewayCommands:
         elapsed = time.monotonic() - started
         frame["seqId"] = self._position()
         conn.send(frame)
+        if frame.get("type") == "prompt_sent":
+            self._remember(cmd_id, conn, msg)
         self._metrics.commands.labels(msg.type, outcome).inc()
         log.info(
             "command %s %s session=%s request=%s trace=%s: %s in %.3fs",
             cmd_id, msg.type, getattr(msg, "sessionId", None) or "-",
             msg.requestId or "-", msg.traceId or "-", outcome, elapsed,
         )
+
+    def _remember(self, cmd_id: str, conn: Connection, msg: protocol.Command) -> None:
+        now = time.monotonic()
+        while self._answered and (
+            len(self._answered) >= LATE_MAX or next(iter(self._answered.values()))[4] < now
+        ):
+            self._answered.popitem(last=False)
+        sid = str(getattr(msg, "sessionId", "") or "")
+        self._answered[cmd_id] = (conn, msg.requestId, msg.traceId, sid, now + LATE_TTL_S)
+
+    def _late(self, reply: Reply) -> None:
+        """A prompt's run failed after ``prompt_sent``: tell the client that sent it."""
+        entry = self._answered.pop(reply.command_id, None)
+        if entry is None:
+            return
+        conn, rid, trace, sid, _expiry = entry
+        if conn.close_code is not None:
+            return
+        frame = c.refusal(
+            c.PROMPT, reply.code or c.PROMPT_FAILED, reply.message or "the prompt failed",
+            request_id=rid, trace_id=trace,
+        )
+        frame["sessionId"] = sid
+        frame["seqId"] = self._position()
+        conn.send(frame)
+        self._metrics.commands.labels(c.PROMPT, f"late_{reply.code or 'error'}").inc()
+        log.info("command %s prompt session=%s request=%s: failed late: %s",
+                 reply.command_id, sid or "-", rid or "-", reply.code)
 
     async def execute(self, msg: protocol.Command) -> tuple[dict[str, Any], str, str]:
         """Route one command; returns the client frame (no seqId), the outcome and the command id."""

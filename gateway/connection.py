@@ -62,6 +62,12 @@ class Connection:
         self.budget_bytes = budget_bytes
         self.access: Access | None = None
         self.hello_done = False
+        #: ``welcome`` was queued (hello) or the connection was resolved as v1: from then on
+        #: it may receive frames the hub sends to everyone (reader gaps, epoch changes).
+        self.welcomed = False
+        #: ``?lastSeqId=`` / ``?epoch=`` of the URL: a v1 client's resume point.
+        self.url_last_seq: int | None = None
+        self.url_epoch: str | None = None
         self.subscriptions = False
         self.observe = False
         self.blocks_only = False

@@ -14,6 +14,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -141,18 +142,33 @@ class Endpoint:
     async def _receive(self, ws: WebSocket, conn: Connection, offered: str | None) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
+        auth_timer: asyncio.TimerHandle | None = None
+        #: When a connection that sent no hello becomes a v1 client (None: not pending).
+        v1_at: float | None = None
         if offered is not None or self.tokens.allow_anonymous:
             conn.access = self.tokens.check(offered)
             if conn.access is None:
                 self._refuse(conn, "invalid token")
                 return
-            grace = loop.call_later(cfg.hello_grace_s, self.handlers.resolve_v1, conn)
+            v1_at = loop.time() + cfg.hello_grace_s
         else:
-            grace = loop.call_later(cfg.auth_timeout_s, self._refuse, conn, "no token")
+            auth_timer = loop.call_later(cfg.auth_timeout_s, self._auth_expired, conn)
+        url_error = self._url_resume(ws, conn)
         limiter = RateLimiter(cfg.rate_limit_per_s)
         try:
             while conn.close_code is None:
-                message = await ws.receive()
+                if v1_at is not None and (conn.hello_done or conn.welcomed):
+                    v1_at = None
+                if v1_at is None:
+                    message = await ws.receive()
+                else:
+                    try:
+                        async with asyncio.timeout_at(v1_at):
+                            message = await ws.receive()
+                    except TimeoutError:
+                        v1_at = None
+                        await self._resolve_v1(conn, url_error)
+                        continue
                 if message["type"] == "websocket.disconnect":
                     return
                 if not limiter.allow():
@@ -162,34 +178,62 @@ class Endpoint:
                 raw = message.get("text")
                 if raw is None:
                     raw = message.get("bytes") or b""
-                await self._one(conn, raw, grace)
+                if not await self._one(conn, raw):
+                    continue
+                if url_error is not None and conn.welcomed and not conn.hello_done:
+                    conn.send(url_error)  # a v1 client resolved by its first frame
+                url_error = None
         except WebSocketDisconnect:
             return
         finally:
-            grace.cancel()
+            if auth_timer is not None:
+                auth_timer.cancel()
 
-    async def _one(self, conn: Connection, raw: str | bytes, grace: asyncio.TimerHandle) -> None:
+    def _url_resume(self, ws: WebSocket, conn: Connection) -> dict[str, Any] | None:
+        """Read ``?lastSeqId=`` and ``?epoch=`` (the resume point of a client that sends no
+        hello); an unusable value is ignored and answered with ``error{invalid_field}``."""
+        params = ws.query_params
+        conn.url_epoch = params.get("epoch") or None
+        raw = params.get("lastSeqId")
+        if raw is None:
+            return None
+        if raw.isascii() and raw.isdigit() and len(raw) <= 18:
+            conn.url_last_seq = int(raw)
+            return None
+        self.metrics.bad_frames.labels(ErrorCode.INVALID_FIELD.value).inc()
+        message = "query parameter 'lastSeqId' must be an integer >= 0; not resuming"
+        return protocol.error_frame(ErrorCode.INVALID_FIELD, message, None, self.hub.position)
+
+    async def _resolve_v1(self, conn: Connection, url_error: dict[str, Any] | None) -> None:
+        try:
+            await self.handlers.resolve_v1(conn)
+        except RedisError as exc:  # the resume closes the connection itself; belt and braces
+            log.warning("connection %s: v1 resume failed: %s", conn.cid, exc)
+        if url_error is not None:
+            conn.send(url_error)
+
+    async def _one(self, conn: Connection, raw: str | bytes) -> bool:
+        """Handle one client frame; ``False`` when it was refused before being handled."""
         request_id: str | None = None
         try:
             msg = protocol.parse_client_frame(raw, self.config.max_frame_bytes)
             request_id = msg.requestId
             if conn.access is None and (not isinstance(msg, protocol.Hello) or msg.token is None):
                 self._refuse(conn, "the first frame must be hello with a token")
-                return
+                return False
             if isinstance(msg, protocol.Hello) and msg.token is not None:
                 access = self.tokens.check(msg.token)
                 if access is None:
                     self._refuse(conn, "invalid token")
-                    return
+                    return False
                 conn.access = access
-            grace.cancel()
             await self.handlers.handle(conn, msg)
         except ProtocolError as exc:
             self.metrics.bad_frames.labels(exc.code.value).inc()
             log.debug("connection %s: %s %s", conn.cid, exc.code, exc.message)
             if conn.access is None:
                 self._refuse(conn, "the first frame must be hello with a token")
-                return
+                return False
             frame = protocol.error_frame(
                 exc.code, exc.message, exc.request_id or request_id, self.hub.position
             )
@@ -200,6 +244,11 @@ class Endpoint:
                 ErrorCode.UNAVAILABLE, "storage unavailable, retry", request_id, self.hub.position
             )
             conn.send(frame)
+        return True
+
+    def _auth_expired(self, conn: Connection) -> None:
+        if conn.access is None:
+            self._refuse(conn, "no token")
 
     def _refuse(self, conn: Connection, why: str) -> None:
         if conn.close_code is not None:

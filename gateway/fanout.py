@@ -134,12 +134,15 @@ class Hub:
                 m.e2e_latency.observe(max(0.0, now - ev.stamp_ms / 1000))
 
     def reader_gap(self, from_seq: int, to_seq: int) -> None:
-        """The log was trimmed past the reader: tell every client what it will not get."""
+        """The log was trimmed past the reader: tell every welcomed client what it will not
+        get. A connection not welcomed yet (still buffering) sees the hole in its buffer
+        when it is resolved (:func:`gateway.replay.merge`), after its ``welcome``."""
         log.warning("log reader gap: seqs %d..%d were trimmed before dispatch", from_seq, to_seq)
         frame = protocol.gap_frame(from_seq, to_seq, READER_GAP)
         for conn in self.connections:
-            self.metrics.gaps.labels(READER_GAP).inc()
-            conn.send(frame)
+            if conn.welcomed:
+                self.metrics.gaps.labels(READER_GAP).inc()
+                conn.send(frame)
 
     def epoch_changed(self, new_epoch: str, old_position: int) -> None:
         """Redis lost its data: seqs restart; clients must drop what they hold."""
@@ -148,9 +151,10 @@ class Hub:
         self.position = 0
         frame = protocol.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
-            self.metrics.gaps.labels(EPOCH).inc()
             conn.reset_epoch()
-            conn.send(frame)
+            if conn.welcomed:  # the others compare epochs when their hello arrives
+                self.metrics.gaps.labels(EPOCH).inc()
+                conn.send(frame)
 
     def close_all(self, code: int, reason: str) -> None:
         for conn in list(self.connections):

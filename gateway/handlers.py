@@ -70,7 +70,7 @@ class Handlers:
             await self.hello(conn, msg)
             return
         if conn.global_buffer is not None and not conn.hello_done:
-            self.resolve_v1(conn)
+            await self.resolve_v1(conn)
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.client, self.keys)
             frame = {"type": "sessions", "sessions": sessions, "seqId": self.hub.position}
@@ -118,26 +118,31 @@ class Handlers:
             "seqId": self.hub.position,
         }
         conn.send(protocol.with_request(welcome, msg.requestId))
+        conn.welcomed = True
+        await self._resume_or_close(conn, msg.lastSeqId, msg.epoch, msg.requestId)
+
+    async def _resume_or_close(
+        self, conn: Connection, last: int | None, epoch: str | None, request_id: str | None
+    ) -> None:
         try:
-            await self._resume(conn, msg)
+            await self._resume(conn, last, epoch)
         except RedisError as exc:
             # The connection is buffering and cannot be completed: close it so the client
             # resumes (here or elsewhere) instead of silently receiving nothing.
             log.warning("connection %s: resume failed: %s", conn.cid, exc)
             final = protocol.error_frame(
-                ErrorCode.UNAVAILABLE, "resume failed, reconnect", msg.requestId, self.hub.position
+                ErrorCode.UNAVAILABLE, "resume failed, reconnect", request_id, self.hub.position
             )
             conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
 
-    async def _resume(self, conn: Connection, msg: protocol.Hello) -> None:
+    async def _resume(self, conn: Connection, last: int | None, epoch: str | None) -> None:
         items: list[Outgoing] = []
-        if msg.lastSeqId is None:
+        if last is None:
             merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
             self._finish_global(conn, merged, items)
             return
-        last = msg.lastSeqId
         page = await history.read_log_page(self.client, self.keys, last, count=1)
-        if (msg.epoch is not None and msg.epoch != page.epoch) or last > page.head:
+        if (epoch is not None and epoch != page.epoch) or last > page.head:
             items.append(conn.direct_out(protocol.gap_frame(1, last, "epoch", epoch=page.epoch)))
             self.metrics.gaps.labels("epoch").inc()
             last = 0
@@ -208,12 +213,17 @@ class Handlers:
             at = end
         return not conn.closing()
 
-    def resolve_v1(self, conn: Connection) -> None:
-        """No hello (first message was something else, or the grace period ran out)."""
+    async def resolve_v1(self, conn: Connection) -> None:
+        """No hello (first message was something else, or the grace period ran out): a v1
+        client, resumed from the URL's ``?lastSeqId=`` (and ``?epoch=``) when it gave one."""
         if conn.global_buffer is None or conn.hello_done or conn.close_code is not None:
             return
-        merged = merge([], conn.global_buffer, floor=conn.buffer_floor)
-        self._finish_global(conn, merged, [])
+        conn.welcomed = True
+        if conn.url_last_seq is None:
+            merged = merge([], conn.global_buffer, floor=conn.buffer_floor)
+            self._finish_global(conn, merged, [])
+            return
+        await self._resume_or_close(conn, conn.url_last_seq, conn.url_epoch, None)
 
     def _finish_global(self, conn: Connection, merged: Merged, items: list[Outgoing]) -> None:
         replayed = 0

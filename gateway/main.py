@@ -25,6 +25,8 @@ from gateway.guards import (
 )
 from gateway.protocol import CloseCode
 from gateway.runtime import Runtime
+from shared.preflight import StartupError, check_port
+from shared.redis_conn import RedisRefused, serve_unless_refused
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,9 +84,19 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
     )
 
 
+def warn_if_anonymous(settings: Settings) -> None:
+    if settings.allow_anonymous:
+        log.warning(
+            "RELAYBUS_ALLOW_ANONYMOUS is on: anyone who can reach %s:%d gets full access "
+            "without a token (sessions, prompts, approvals)",
+            settings.gateway_host, settings.gateway_port,
+        )
+
+
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set, then close every socket with 1012 and shut down."""
     app = create_app(settings)
+    warn_if_anonymous(settings)
     runtime: Runtime = app.state.runtime
     server = _Server(uvicorn_config(settings, app))
     task = asyncio.create_task(server.serve(), name="uvicorn")
@@ -101,6 +113,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def run(settings: Settings) -> int:
+    """Entry of ``relaybus gateway``: exit 2 for a token configuration it cannot serve,
+    1 for a port it cannot bind or settings Redis refuses (one line each). An unreachable
+    Redis is retried (``/readyz`` answers 503 meanwhile)."""
     try:
         create_app(settings)  # validates the token configuration before binding anything
     except AuthConfigError as exc:
@@ -108,15 +123,18 @@ def run(settings: Settings) -> int:
         return 2
 
     async def main() -> None:
+        check_port(settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(settings, stop)
+        await serve_unless_refused(
+            settings, stop, lambda: serve(settings, stop), log, "/readyz answers 503 until it answers"
+        )
 
     try:
         asyncio.run(main())
-    except GatewayStartError as exc:
+    except (GatewayStartError, StartupError, RedisRefused) as exc:
         print(f"relaybus gateway: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from shared.ids import SESSION_ID_PATTERN
+
 #: Capabilities this server understands; ``welcome`` echoes the intersection.
 SESSION_SUBSCRIPTIONS = "session_subscriptions"
 TURN_STATUS_OBSERVE = "turn_status_observe"
@@ -64,7 +66,10 @@ class _Msg(BaseModel):
     traceId: str | None = Field(default=None, max_length=256)
 
 
-SessionId = Annotated[str, Field(min_length=1, max_length=256)]
+#: Claude Code's id shape (shared/ids.py): never ``:`` (Redis keys), never ``-`` first (argv).
+SessionId = Annotated[str, Field(pattern=SESSION_ID_PATTERN)]
+#: A collector's request key (hex); nothing that could splice a Redis key.
+RequestKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
 SeqId = Annotated[int, Field(ge=0)]
 
 
@@ -97,7 +102,7 @@ class NewConversation(_Msg):
     type: Literal["new_conversation"]
     sessionId: SessionId | None = None
     cwd: str | None = Field(default=None, max_length=4096)
-    host: str | None = Field(default=None, min_length=1, max_length=128)
+    host: str | None = Field(default=None, pattern=r"^[^\s{}:]{1,128}$")
 
 
 class Prompt(_Msg):
@@ -114,13 +119,13 @@ class InterruptRequest(_Msg):
 class AcceptDiff(_Msg):
     type: Literal["accept_diff"]
     sessionId: SessionId | None = None
-    requestKey: str | None = Field(default=None, min_length=1, max_length=128)
+    requestKey: RequestKey | None = None
 
 
 class RejectDiff(_Msg):
     type: Literal["reject_diff"]
     sessionId: SessionId | None = None
-    requestKey: str | None = Field(default=None, min_length=1, max_length=128)
+    requestKey: RequestKey | None = None
     reason: str | None = Field(default=None, max_length=4096)
 
 
@@ -202,10 +207,13 @@ def gap_frame(
     session_id: str | None = None,
     epoch: str | None = None,
 ) -> dict[str, Any]:
+    """``gap_detected``. Its ``seqId`` is the last seq before the gap: a client that keeps
+    the highest ``seqId`` it saw never moves past what it was actually given."""
     frame: dict[str, Any] = {"type": "gap_detected"}
     if session_id is not None:
         frame["sessionId"] = session_id
     frame.update(fromSeqId=from_seq, toSeqId=to_seq, reason=reason)
     if epoch is not None:
         frame["epoch"] = epoch
+    frame["seqId"] = max(from_seq - 1, 0)
     return frame

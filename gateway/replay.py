@@ -56,21 +56,28 @@ def merge(
     ``floor``: events at or below it were already delivered and are dropped. Holes in the
     contiguous counter (the global ``seq``, or ``sessionSeq`` when ``by_session_seq``)
     become :class:`Gap` items placed before the event after the hole (unless ``holes`` is
-    false: history already filtered by entitlement is not contiguous by design). ``prev``:
-    the last event of the previous page, so a hole across a page boundary is seen too.
+    false: history already filtered by entitlement is not contiguous by design). By global
+    seq a hole can only be the reader's own gap (the log was trimmed past it: reason
+    ``trimmed``), and a first event above ``floor + 1`` is one too: the live buffer holds
+    every event the reader dispatched above its floor. ``prev``: the last event of the
+    previous page of the same replay, so a hole across a page boundary is seen too.
     """
     out = Merged(last_seq=floor, last=prev)
     key: Callable[[Event], int | None] = _session_seq if by_session_seq else _seq
+    last_key: int | None = floor if holes and floor > 0 and not by_session_seq else None
+    if prev is not None and holes:
+        last_key = key(prev)
+    reason = HOLE if by_session_seq else TRIMMED
     for ev in _ordered(history, live):
         if ev.seq <= out.last_seq:
             continue
-        if prev is not None and holes:
-            a, b = key(prev), key(ev)
-            if a is not None and b is not None and b != a + 1:
-                out.items.append(Gap(prev.seq + 1, ev.seq - 1, HOLE))
+        b = key(ev)
+        if last_key is not None and b is not None and b != last_key + 1:
+            out.items.append(Gap(out.last_seq + 1, ev.seq - 1, reason))
         out.items.append(ev)
         out.last_seq = ev.seq
-        out.last = prev = ev
+        out.last = ev
+        last_key = b if holes else None
     return out
 
 

@@ -72,6 +72,7 @@ class Runtime:
             gateway_id=self.gateway_id,
             metrics=self.metrics,
             command_timeout_s=settings.command_timeout_seconds,
+            watchers_ttl_s=settings.watchers_ttl_s,
         )
         self.handlers = Handlers(
             client=self.client,

@@ -21,8 +21,14 @@ def _int(value: bytes | None) -> int | None:
         return None
 
 
+#: Title ranks at or below this were a prompt, not a title (hashes written before titles
+#: became only what Claude Code writes as titles): shown as ``firstPrompt`` instead.
+PROMPT_RANK = 1
+
+
 def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
-    """SessionInfo as the seed shapes it, plus the additive host/lastSeqId/lastActivity/state/live."""
+    """SessionInfo as the seed shapes it (``title`` only when Claude Code wrote one), plus the
+    additive firstPrompt/host/lastSeqId/lastActivity/state/live."""
     text = {k.decode(): v.decode("utf-8", "replace") for k, v in row.items()}
     info: dict[str, Any] = {
         "id": sid,
@@ -30,8 +36,14 @@ def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
         "startedAt": _int(row.get(b"startedAt")) or 0,
         "entrypoint": text.get("entrypoint", ""),
     }
-    if text.get("title"):
-        info["title"] = text["title"]
+    title, first = text.get("title"), text.get("firstPrompt")
+    rank = _int(row.get(b"titleRank"))
+    if title and rank is not None and rank <= PROMPT_RANK:
+        title, first = None, first or title
+    if title:
+        info["title"] = title
+    if first:
+        info["firstPrompt"] = first
     info.update(
         host=text.get("host", ""),
         lastSeqId=_int(row.get(b"lastSeqId")) or 0,
@@ -69,4 +81,19 @@ async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, An
     for sid in sids:
         pipe.hgetall(keys.session(sid.decode()))
     rows: list[dict[bytes, bytes]] = await pipe.execute()
-    return [session_info(sid.decode(), row) for sid, row in zip(sids, rows, strict=True) if row]
+    return [
+        session_info(sid.decode(), row)
+        for sid, row in zip(sids, rows, strict=True)
+        if has_something_to_show(row)
+    ]
+
+
+def has_something_to_show(row: dict[bytes, bytes]) -> bool:
+    """Listed: a session that published something to read, or whose Claude process runs. A
+    file of bookkeeping only (snapshots, another session's summaries) leaves a hash but no
+    event; one of /goal status lines only has ``hasContent: 0`` (the collector's verdict;
+    hashes from before it count any event)."""
+    if row.get(b"live") == b"1":
+        return True
+    verdict = row.get(b"hasContent")
+    return verdict == b"1" if verdict else (_int(row.get(b"sessionSeq")) or 0) > 0

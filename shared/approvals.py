@@ -15,9 +15,10 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -32,14 +33,17 @@ ALLOW = "allow"
 DENY = "deny"
 TIMEOUT = "timeout"
 CANCELLED = "cancelled"
+#: The terminal answered first (the tool's result is in the transcript, or Claude Code's own
+#: dialog closed): the request is over, relaybus decided nothing.
+ANSWERED_ELSEWHERE = "answered_elsewhere"
 CLIENT_DECISIONS = frozenset({ALLOW, DENY})
 
 # Error codes of accept_diff / reject_diff.
 AMBIGUOUS = "ambiguous"
 ALREADY_RESOLVED = "already_resolved"
 
-#: Watcher fields are refreshed every this many seconds and count for three times as long.
-WATCHERS_REFRESH_S = 5.0
+#: Watcher fields count for this long by default (``RELAYBUS_WATCHERS_TTL_S``) and are
+#: refreshed every third of it.
 WATCHERS_TTL_S = 15
 #: A decision is remembered this long after the request expired (late answers: already_resolved).
 DECISION_GRACE_S = 600
@@ -97,16 +101,21 @@ def parse_decision(raw: bytes | str | None) -> tuple[str, str | None] | None:
 
 
 def edit_preview(
-    tool_name: str, tool_input: Mapping[str, Any], *, max_chars: int = PREVIEW_MAX_CHARS
+    tool_name: str,
+    tool_input: Mapping[str, Any],
+    *,
+    root: str | None = None,
+    max_chars: int = PREVIEW_MAX_CHARS,
 ) -> dict[str, Any] | None:
     """``edit{added, removed, hunks}`` of an edit Claude asks to make, before it is made.
 
     Works from ``old_string``/``new_string`` (``edits[]`` for several) or ``content``; the
-    file, when readable, gives real line numbers and a ``Write``'s old content. ``None``
-    for tools that change no file text.
+    file gives real line numbers and a ``Write``'s old content when :func:`read_under`
+    allows it under ``root`` (the session's cwd; ``None``: no file is read). ``None`` for
+    tools that change no file text.
     """
     path = tool_input.get("file_path")
-    current = _read_text(path) if isinstance(path, str) else None
+    current = read_under(root, path) if isinstance(path, str) and root else None
     pairs: list[tuple[str, str]] = []
     edits = tool_input.get("edits")
     if isinstance(edits, list):
@@ -150,11 +159,42 @@ def _hunks(old: str, new: str, line_offset: int) -> list[dict[str, Any]]:
     return out
 
 
-def _read_text(path: str) -> str | None:
-    p = Path(path)
+#: Never read for a preview, whatever the cwd: the kernel's and devices' views of processes.
+_NEVER_READ = ("/proc", "/sys", "/dev")
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_under(root: str, path: str) -> str | None:
+    """The UTF-8 text of ``path`` if it is a regular file of at most
+    :data:`PREVIEW_FILE_MAX_BYTES` whose real path is under ``root``'s real path and not
+    under ``/proc``, ``/sys`` or ``/dev``; ``None`` otherwise (symlinks out of ``root``,
+    FIFOs and devices included). The path comes from an untrusted request.
+    """
+    if not (os.path.isabs(root) and os.path.isabs(path)):
+        return None
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if os.path.commonpath([real, real_root]) != real_root:
+        return None
+    if any(real == p or real.startswith(p + "/") for p in _NEVER_READ):
+        return None
     try:
-        if not p.is_file() or p.stat().st_size > PREVIEW_FILE_MAX_BYTES:
+        fd = os.open(real, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > PREVIEW_FILE_MAX_BYTES:
             return None
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(PREVIEW_FILE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > PREVIEW_FILE_MAX_BYTES:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
         return None

@@ -6,8 +6,11 @@ Kinds produced (an open union; clients render unknown kinds as a neutral block):
   signature) keeps its block with ``text: ""`` so clients can still show that the model
   thought; ``redacted_thinking`` becomes ``{kind: "thinking", text: "", redacted: true}``.
 * ``tool`` ``{kind, toolUseId, name, input}`` from ``tool_use`` and ``server_tool_use``.
-* ``tool_result`` ``{kind, toolUseId, isError, text?, numLines?, edit?}``; a
-  ``<tool_use_error>`` wrapper is removed and makes ``isError`` true.
+* ``tool_result`` ``{kind, toolUseId, isError, text?, numLines?, edit?, agentId?, answers?}``;
+  a ``<tool_use_error>`` wrapper is removed and makes ``isError`` true. ``agentId`` names
+  the sub-agent a Task/Agent call ran (its events carry the same ``agentId``); ``answers``
+  maps each AskUserQuestion question to the answer given. Terminal escape sequences are
+  removed from ``text``.
 * ``image`` / ``document`` ``{kind, mediaType, bytes}``: the decoded size, never the data.
 * any other item ``{kind: <its type>, text?}``.
 
@@ -18,6 +21,7 @@ Long strings are cut by a :class:`Cutter` and the block gains ``truncated: true`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -29,10 +33,21 @@ _ERROR_CLOSE = "</tool_use_error>"
 
 Block = dict[str, Any]
 
+#: ANSI escape sequences (CSI, OSC, and two-byte escapes) in command output.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (``/compact`` output holds ``ESC[2m``)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
 #: Tool input nested deeper than this is replaced by ``"…"`` (recorded in truncatedFields).
 MAX_INPUT_DEPTH = 32
 #: At most this many paths are listed in a tool block's ``truncatedFields``.
 MAX_TRUNCATED_FIELDS = 16
+#: At most this many AskUserQuestion answers are lifted onto a ``tool_result``.
+MAX_ANSWERS = 16
+MAX_ID_CHARS = 128
 
 
 class Cutter:
@@ -197,6 +212,8 @@ def tool_result_blocks(item: dict[str, Any], result: Any, cutter: Cutter, out: l
             text = "\n".join(parts)
     if text is None and isinstance(result, str):
         text = result
+    if text is not None:
+        text = strip_ansi(text)  # command output (Bash) may hold colour codes
     block: Block = {
         "kind": "tool_result",
         "toolUseId": _str(item.get("tool_use_id")),
@@ -216,7 +233,18 @@ def tool_result_blocks(item: dict[str, Any], result: Any, cutter: Cutter, out: l
 
 
 def _result_details(result: dict[str, Any], max_chars: int, block: Block) -> None:
-    """Lift ``numLines`` (Read's ``file.numLines``, Grep's ``numLines``) and the edit."""
+    """Lift ``numLines`` (Read's ``file.numLines``, Grep's ``numLines``), the edit, a
+    sub-agent's ``agentId`` (Task/Agent) and AskUserQuestion's ``answers``."""
+    agent_id = result.get("agentId")
+    if isinstance(agent_id, str) and agent_id:
+        block["agentId"] = agent_id[:MAX_ID_CHARS]
+    answers = result.get("answers")
+    if isinstance(answers, dict) and answers:
+        block["answers"] = {
+            str(question)[:max_chars]: answer[:max_chars]
+            for question, answer in list(answers.items())[:MAX_ANSWERS]
+            if isinstance(answer, str)
+        }
     file = result.get("file")
     num_lines = file.get("numLines") if isinstance(file, dict) else result.get("numLines")
     if isinstance(num_lines, int) and not isinstance(num_lines, bool):

@@ -71,6 +71,19 @@ def with_hook(doc: dict[str, Any], command: str, timeout_s: int) -> dict[str, An
     return out
 
 
+def installed_commands(doc: dict[str, Any]) -> list[str]:
+    """The commands of relaybus's hook entries in ``doc`` (normally one, or none)."""
+    hooks = doc.get("hooks")
+    groups = hooks.get(HOOK_EVENT) if isinstance(hooks, dict) else None
+    found: list[str] = []
+    for group in groups if isinstance(groups, list) else []:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        for hook in inner if isinstance(inner, list) else []:
+            if _ours(hook):
+                found.append(str(hook["command"]))
+    return found
+
+
 def without_hook(doc: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``doc`` without relaybus's hook; containers only we emptied are dropped."""
     out = copy.deepcopy(doc)

@@ -40,6 +40,7 @@ COLLECTOR_FIELDS = [
     "turn_backstop_seconds",
     "session_idle_minutes",
     "collector_metrics_port",
+    "collector_metrics_host",
     "heartbeat_ttl_s",
     "batch_max_lines",
     "max_line_bytes",
@@ -52,6 +53,7 @@ COLLECTOR_FIELDS = [
     "approval_mode",
     "approval_timeout_seconds",
     "approval_port",
+    "approval_socket",
 ]
 GATEWAY_FIELDS = [
     "gateway_host",
@@ -64,6 +66,7 @@ GATEWAY_FIELDS = [
     "rate_limit_per_s",
     "ws_compression",
     "gateway_id",
+    "watchers_ttl_s",
     "command_timeout_seconds",
 ]
 
@@ -83,6 +86,11 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
         "shared.up",
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
+    ),
+    "doctor": (
+        "shared.doctor",
+        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
+        "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
     ),
 }
 

@@ -25,6 +25,8 @@ NEW_CONVERSATION = "new_conversation"
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
 
 GROUP = "collectors"
+#: ``Reply.data`` flag of a second reply: the command failed after its first (ok) reply.
+LATE = "late"
 CMD_MAXLEN = 10_000
 REPLY_MAXLEN = 10_000
 REPLY_TTL_S = 3600
@@ -34,7 +36,8 @@ DONE_TTL_S = 7 * 86400
 RESERVATION_TTL_S = 86400
 MAX_MESSAGE_CHARS = 100_000
 
-# Error codes. Gateway-side refusals are always ``error`` frames.
+# Error codes. Refusals are ``error`` frames, except a refused interrupt (``interrupt_ack``)
+# and a new conversation's own outcome (``new_conversation_ack``); see :func:`refusal`.
 FORBIDDEN = "forbidden"
 UNKNOWN_SESSION = "unknown_session"
 HOST_OFFLINE = "host_offline"
@@ -47,6 +50,10 @@ CWD_NOT_ALLOWED = "cwd_not_allowed"
 CWD_NOT_FOUND = "cwd_not_found"
 BUSY = "busy"
 UNKNOWN_OUTCOME = "unknown_outcome"
+#: The headless run exited non-zero (the message is the CLI's own reason).
+PROMPT_FAILED = "prompt_failed"
+#: A live Claude Code process relaybus cannot type into (not in tmux) owns the session.
+NOT_CONTROLLABLE = "not_controllable"
 # interrupt_ack codes, exactly as the seed defines them.
 NO_ACTIVE_TURN = "no_active_turn"
 INTERRUPT_UNAVAILABLE = "interrupt_unavailable"
@@ -173,11 +180,12 @@ def refusal(
 ) -> dict[str, Any]:
     """The client frame for a failed command (without ``seqId``).
 
-    Gateway refusals are ``error`` frames; an interrupt's own outcome is an
-    ``interrupt_ack{ok:false}`` and a new conversation's a ``new_conversation_ack{ok:false}``.
+    Every refused interrupt is an ``interrupt_ack{ok:false, errorCode}`` (the frame a seed
+    client reads); a new conversation's own outcome is a ``new_conversation_ack{ok:false}``;
+    other refusals are ``error`` frames.
     """
     frame: dict[str, Any]
-    if command_type == INTERRUPT and code in INTERRUPT_ACK_CODES:
+    if command_type == INTERRUPT:
         frame = {"type": "interrupt_ack", "ok": False, "errorCode": code, "message": message}
         if session_id:
             frame["sessionId"] = session_id

@@ -6,8 +6,11 @@ data in one directory that a file lock reserves for one ``relaybus up`` at a tim
 
 Nothing may outlive the owner: the server runs in its own session (a Ctrl-C in the terminal
 reaches only relaybus, which stops the server last), on Linux it is told to exit when its
-parent dies (``PR_SET_PDEATHSIG``), and a server left running by a killed owner (one that
-answers our password on the last configured port) is shut down before a new one starts.
+parent dies (``PR_SET_PDEATHSIG``), and a server left running by a killed owner is shut
+down before a new one starts. That server is only ever reached where nobody else can be:
+through its Unix socket in the 0700 data directory, or by signalling the pid recorded in
+``server.pid`` once ``/proc`` shows that process runs in our data directory. The password
+is never sent to the TCP port of an earlier run: whoever holds that port now may not be us.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _PORT_ATTEMPTS = 3
+#: Room for a Unix socket path in ``sockaddr_un`` (104 bytes on macOS, with the NUL).
+_MAX_UNIX_PATH = 103
 
 
 class EmbeddedServerError(Exception):
@@ -150,6 +156,8 @@ class EmbeddedServer:
                 proc.kill()
                 proc.wait(self.stop_timeout_s)
             log.info("embedded server stopped (exit %s)", proc.returncode)
+            with contextlib.suppress(OSError):
+                (self.data_dir / "server.pid").unlink()
         if self._lock is not None:
             self._lock.close()  # closing the descriptor releases the flock
             self._lock = None
@@ -179,9 +187,18 @@ class EmbeddedServer:
             ) from None
         self._lock = lock
 
+    @property
+    def socket_path(self) -> Path:
+        """The server's Unix socket in the data directory (only where the path fits)."""
+        return self.data_dir / "server.sock"
+
     def _config(self) -> str:
+        unix = []
+        if len(os.fsencode(self.socket_path)) <= _MAX_UNIX_PATH:
+            unix = [f"unixsocket {self.socket_path}", "unixsocketperm 700"]
         return "\n".join(
             [
+                *unix,
                 "bind 127.0.0.1",
                 "protected-mode yes",
                 f"port {self.port}",
@@ -202,6 +219,7 @@ class EmbeddedServer:
         write_private(conf, self._config())
         self.proc = subprocess.Popen(
             [binary, str(conf)],
+            cwd=self.data_dir,  # how a later start recognises it by /proc/<pid>/cwd
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -214,6 +232,7 @@ class EmbeddedServer:
             while self.proc.poll() is None and time.monotonic() < deadline:
                 with contextlib.suppress(redis.ConnectionError, redis.BusyLoadingError):
                     if client.ping():
+                        write_private(self.data_dir / "server.pid", f"{self.proc.pid}\n")
                         return True
                 time.sleep(0.02)
         finally:
@@ -231,40 +250,65 @@ class EmbeddedServer:
     def _stop_stale_server(self) -> None:
         """Shut down a server a killed ``relaybus up`` left running on this data directory.
 
-        Only our own server knows the password, so one that answers it on the port of the
-        last configuration is ours.
+        Only a server proven ours is talked to: over the Unix socket in our 0700 data
+        directory (nobody else can create it) with a clean ``SHUTDOWN``, else by SIGTERM
+        to the pid of ``server.pid`` when ``/proc`` shows it runs in this directory. A TCP
+        port recorded earlier is never sent the password.
         """
-        port = _configured_port(self.data_dir / "server.conf")
-        if port is None:
+        if self._shutdown_over_socket():
             return
-        client = redis.Redis(port=port, password=self.password, socket_timeout=2)
+        pid = _recorded_pid(self.data_dir / "server.pid")
+        if pid is None or not _runs_in(pid, self.data_dir):
+            return
+        log.warning("stopping an embedded server left running by an earlier run (pid %d)", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout_s
+        while _runs_in(pid, self.data_dir) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _shutdown_over_socket(self) -> bool:
+        """SHUTDOWN through the data directory's socket; True when a server answered there."""
+        path = self.socket_path
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+            return False
+        client = redis.Redis(unix_socket_path=str(path), password=self.password, socket_timeout=2)
         try:
             client.ping()
         except redis.RedisError:
-            return  # nothing there, or not ours
+            return False  # a socket file left behind: nothing answers on it
         finally:
             client.close()
-        log.warning("stopping an embedded server left running by an earlier run (port %d)", port)
+        log.warning("stopping an embedded server left running by an earlier run (%s)", path)
         with contextlib.suppress(redis.RedisError):
             client.shutdown()
         client.close()
         deadline = time.monotonic() + self.stop_timeout_s
-        while _port_open(port) and time.monotonic() < deadline:
+        while path.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        return True
 
 
-def _configured_port(conf: Path) -> int | None:
+def _recorded_pid(path: Path) -> int | None:
     try:
-        text = conf.read_text()
+        text = path.read_text().strip()
     except OSError:
         return None
-    for line in text.splitlines():
-        if line.startswith("port "):
-            return int(line.split()[1])
-    return None
+    return int(text) if text.isdigit() and int(text) > 1 else None
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def _runs_in(pid: int, directory: Path) -> bool:
+    """The process ``pid`` exists, is ours, and its cwd is ``directory`` (Linux ``/proc``)."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        if proc.stat().st_uid != os.getuid():
+            return False
+        if (proc / "stat").read_text().split(") ", 1)[1].startswith("Z"):
+            return False
+        return os.path.realpath(proc / "cwd") == os.path.realpath(directory)
+    except (OSError, IndexError):
+        return False

@@ -14,13 +14,14 @@ import orjson
 SESSION_EVENT = "session_event"
 SESSION_STARTED = "session_started"
 SESSION_ENDED = "session_ended"
+SESSION_UPDATED = "session_updated"
 TURN_STATUS = "turn_status"
 
 PERMISSION_REQUEST = "permission_request"
 PERMISSION_RESOLVED = "permission_resolved"
 
 #: Log kinds every client may receive (subject to capabilities); the rest are per-watch.
-BROADCAST_KINDS = frozenset({SESSION_STARTED, SESSION_ENDED, TURN_STATUS})
+BROADCAST_KINDS = frozenset({SESSION_STARTED, SESSION_ENDED, SESSION_UPDATED, TURN_STATUS})
 #: Log kinds of one session's stream: delivered to its watchers and replayed on watch.
 SESSION_KINDS = frozenset({SESSION_EVENT, PERMISSION_REQUEST, PERMISSION_RESOLVED})
 
@@ -41,19 +42,33 @@ def session_event(
 
 
 def session_started(
-    sid: str, *, cwd: str, entrypoint: str, host: str, title: str | None, started_at: int
+    sid: str,
+    *,
+    cwd: str,
+    entrypoint: str,
+    host: str,
+    title: str | None,
+    started_at: int,
+    first_prompt: str | None = None,
 ) -> bytes:
-    return _prefix(
-        {
-            "type": SESSION_STARTED,
-            "sessionId": sid,
-            "cwd": cwd,
-            "entrypoint": entrypoint,
-            "host": host,
-            "title": title,
-            "startedAt": started_at,
-        }
-    )
+    frame: dict[str, Any] = {
+        "type": SESSION_STARTED,
+        "sessionId": sid,
+        "cwd": cwd,
+        "entrypoint": entrypoint,
+        "host": host,
+        "title": title,
+        "startedAt": started_at,
+    }
+    if first_prompt:
+        frame["firstPrompt"] = first_prompt
+    return _prefix(frame)
+
+
+def session_updated(sid: str, info: dict[str, Any]) -> bytes:
+    """A session's SessionInfo changed (title, firstPrompt, cwd, entrypoint): ``session`` is
+    the whole SessionInfo as the collector knows it."""
+    return _prefix({"type": SESSION_UPDATED, "sessionId": sid, "session": info})
 
 
 def session_ended(sid: str, *, reason: str) -> bytes:

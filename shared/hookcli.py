@@ -1,12 +1,14 @@
 """``relaybus hook permission-request`` and ``relaybus install-hook [--remove]``.
 
 The hook is what Claude Code runs when it would ask the user for a permission: the
-request (JSON on stdin) goes to this machine's collector over loopback, which holds it
-while someone can answer from a phone. It prints Claude Code's answer
+request (JSON on stdin) goes to this machine's collector over its approval socket (a Unix
+socket in a directory only this user can enter, see ``shared.approval_socket``), which
+holds it while someone can answer from a phone. It prints Claude Code's answer
 (``{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {...}}}``)
-or nothing — no decision, and Claude Code shows its own prompt. It always exits 0, and
-never waits longer than the approval timeout plus a margin: a connect takes at most
-a second, so a collector that is down costs nothing.
+or nothing — no decision, and Claude Code shows its own prompt. Nothing is sent to, and
+no answer taken from, an endpoint that is not provably this user's collector. It always
+exits 0, and never waits longer than the approval timeout plus a margin: a connect takes
+at most a second, so a collector that is down costs nothing.
 
 Only the standard library is used here, so the hook starts fast.
 """
@@ -18,12 +20,13 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from shared import approval_socket
 
 DEFAULT_PORT = 9465
 DEFAULT_TIMEOUT_S = 120.0
@@ -55,15 +58,19 @@ def answer(behavior: str, message: str | None = None) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
 
 
-def ask_collector(body: bytes, port: int, bound_s: float) -> dict[str, Any]:
-    """POST the request to the collector and return its JSON answer (``{}`` on any failure)."""
+def ask_collector(body: bytes, path: Path, bound_s: float) -> dict[str, Any]:
+    """POST the request to the collector's socket and return its JSON answer (``{}`` on any failure).
+
+    The socket's directory must be private to this user (and, on Linux, the peer must run
+    as this user): otherwise the request is not sent and no answer is taken.
+    """
     deadline = time.monotonic() + bound_s
     head = (
-        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"POST {PATH} HTTP/1.1\r\nHost: relaybus\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=CONNECT_TIMEOUT_S) as sock:
+        with approval_socket.connect(path, CONNECT_TIMEOUT_S) as sock:
             sock.settimeout(max(0.1, deadline - time.monotonic()))
             sock.sendall(head + body)
             chunks: list[bytes] = []
@@ -99,7 +106,13 @@ def permission_request(argv: Sequence[str]) -> int:
     )
     parser.add_argument(
         "--port", type=int, default=None,
-        help=f"collector approval port [env RELAYBUS_APPROVAL_PORT, default {DEFAULT_PORT}; 0 = off]",
+        help="number naming the collector's approval socket "
+        f"[env RELAYBUS_APPROVAL_PORT, default {DEFAULT_PORT}; 0 = off]",
+    )
+    parser.add_argument(
+        "--socket", default=None,
+        help="the collector's approval socket [env RELAYBUS_APPROVAL_SOCKET, "
+        "default <runtime dir>/approval-<port>.sock]",
     )
     parser.add_argument(
         "--timeout", type=float, default=None,
@@ -119,7 +132,10 @@ def permission_request(argv: Sequence[str]) -> int:
         return 0
     if not isinstance(request, dict):
         return 0
-    reply = ask_collector(body, port, max(1.0, timeout_s) + MARGIN_S)
+    path = approval_socket.socket_path(
+        port, args.socket or os.environ.get("RELAYBUS_APPROVAL_SOCKET") or None
+    )
+    reply = ask_collector(body, path, max(1.0, timeout_s) + MARGIN_S)
     behavior = reply.get("behavior")
     if behavior in ("allow", "deny"):
         message = reply.get("message")
@@ -138,11 +154,30 @@ def hook(argv: Sequence[str]) -> int:
 
 
 def default_command() -> str:
-    """How Claude Code should start the hook: the ``relaybus`` script of this installation."""
+    """How Claude Code should start the hook: the ``relaybus`` script of this installation
+    (next to its Python, even when that venv is not activated), else the one on PATH."""
+    beside = Path(sys.executable).parent / "relaybus"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return f"{shlex.quote(str(beside.absolute()))} hook permission-request"
     found = shutil.which("relaybus")
     if found:
         return f"{shlex.quote(str(Path(found).resolve()))} hook permission-request"
     return f"{shlex.quote(sys.executable)} -m shared.cli hook permission-request"
+
+
+def wanted_command(
+    approval_port: int, approval_timeout_s: float, base: str | None = None,
+    *, socket: Path | None = None,
+) -> str:
+    """The hook command ``install-hook`` writes for these settings."""
+    command = base or default_command()
+    if approval_port != DEFAULT_PORT:
+        command += f" --port {approval_port}"
+    if socket is not None:
+        command += f" --socket {shlex.quote(str(socket))}"
+    if approval_timeout_s != DEFAULT_TIMEOUT_S:
+        command += f" --timeout {approval_timeout_s:g}"
+    return command
 
 
 def install_hook(argv: Sequence[str]) -> int:
@@ -165,11 +200,10 @@ def install_hook(argv: Sequence[str]) -> int:
         if args.remove:
             outcome = claude_settings.remove(path)
         else:
-            command = args.command or default_command()
-            if settings.approval_port != DEFAULT_PORT:
-                command += f" --port {settings.approval_port}"
-            if settings.approval_timeout_seconds != DEFAULT_TIMEOUT_S:
-                command += f" --timeout {settings.approval_timeout_seconds:g}"
+            command = wanted_command(
+                settings.approval_port, settings.approval_timeout_seconds, args.command,
+                socket=settings.approval_socket,
+            )
             # Claude Code's own hook timeout must outlast the hold, or it cuts the wait short.
             timeout = int(settings.approval_timeout_seconds + 2 * MARGIN_S)
             outcome = claude_settings.install(path, command, timeout)

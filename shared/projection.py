@@ -8,8 +8,10 @@ record facts the collector needs (session, cwd, time, sidechain, title candidate
 Every line is classified to a key (its ``type``, refined as ``type/detail``) and looked up
 in :data:`RULES`, the one table deciding what reaches clients (``drop`` is None), what is
 bookkeeping (``drop`` is the metric label), which title candidate it yields and which turn
-signal. A refined key missing from the table falls back to its type; an unknown type is
-published as a neutral event (``blocks: []``). Summary of the table:
+signal. A refined key missing from the table falls back to its type (not for ``system``);
+a type (or system subtype) nobody knows is published as a neutral event when it has a
+``message`` or a non-empty ``content``/``text``, else dropped with its own type as the
+label (:func:`drop_label`). Summary of the table:
 
 ================================  =========================  ==========================
 key                               published as               drop / title / turn
@@ -24,29 +26,41 @@ user/tool-result, user/other      content blocks             -
 user/bash, user/bash-output       text (``! cmd``, output)   -
 user/compact-summary              text, ``compactSummary``   -
 user/meta, user/caveat            -                          drop ``meta``
+user/warmup (2.0.x warm-up agent) -                          drop ``warmup``
 assistant, assistant/terminal     content blocks             terminal: idle
-system/<subtype> (default)        ``content`` as text        -
+system/<subtype> with content     ``content`` as text        -
+system/api_error                  ``notification`` notice    -
 system/turn_duration              -                          drop ``turn-duration``, idle
 system/stop_hook_summary          -                          drop ``stop-hook-summary``
 attachment/queued_command         ``notification`` block     -
+attachment/goal_status            ``goal_status`` block      -
 attachment/<other>                -                          drop ``attachment``
-custom-title/agent-name/          -                          drop ``title``,
-ai-title/summary                                             rank 5/4/3/2
+custom-title/agent-name/ai-title  the record, ``title``      rank 5/4/3
+summary                           -                          drop, rank 2 (own leaf)
 progress, file-history-snapshot,  -                          drop, label = the type
-queue-operation, last-prompt,
-mode, permission-mode, cost-state
+file-history-delta, queue-op.,
+last-prompt, mode, permission-
+mode, cost-state, api-request,
+api-request-shape/-blob,
+atis-latch, tools-used
 (blank line)                      -                          drop ``blank``
 ================================  =========================  ==========================
 
+Title ranks 0 and 1 (a command line, the first prompt) are the session's ``firstPrompt``
+for the collector, never its title; a summary's candidate counts only when its
+``leaf_uuid`` is a line of the same session.
+
 The ``event`` is ``{type, blocks, data}`` plus additive fields: ``sidechain``/``agentId``
-on sub-agent lines, ``uuid``, ``messageId`` (assistant; the split lines of one API message
-share it), ``subtype`` (system), ``compactSummary``, ``oversize``. ``data`` is the raw
+(``compaction`` for ``acompact-*`` agents) on sub-agent lines, ``uuid``, ``messageId``
+(assistant; the split lines of one API message share it), ``error``/``errorCode``/
+``errorStatus`` (an API failure written as a reply), ``subtype`` (system),
+``compactSummary``/``collapsed``, ``title`` (title records), ``oversize``. ``data`` is the raw
 line as an ``orjson.Fragment`` up to ``data_max_bytes``, else ``{type, truncated, bytes}``.
 A queued task notification becomes ``{kind: "notification", source, text, summary?}``; a
 prompt queued while Claude worked (``commandMode: prompt``) becomes its text blocks.
 
-Title rank 0 (below the first prompt's 1) is an addition: ``/orchestrator build it`` names
-a session only until a prompt or a title record arrives (``/model opus`` must not win).
+Rank 0 (below the first prompt's 1): ``/orchestrator build it`` is the first prompt only
+until a real prompt arrives (``/model opus`` never is).
 Sidechain (sub-agent) lines never give a turn signal or a title. Assistant ``stop_reason``
 is unreliable (null on most lines in some versions), so ``system/turn_duration`` and the
 collector's backstop also end turns. A ``<local-command-stdout>`` line ends the turn its
@@ -65,7 +79,12 @@ from typing import Any, Literal, NamedTuple
 import orjson
 
 from shared.blocks import Cutter
-from shared.projection_records import add_extras, build_blocks, classify
+from shared.projection_records import (
+    COMPACTION_AGENT_PREFIX,
+    add_extras,
+    build_blocks,
+    classify,
+)
 
 Turn = Literal["working", "idle"]
 
@@ -96,19 +115,33 @@ RULES: dict[str, Rule] = {
     "system": Rule(),
     "system/turn_duration": Rule(drop="turn-duration", turn="idle"),
     "system/stop_hook_summary": Rule(drop="stop-hook-summary"),
+    "system/api_error": Rule(),
     "attachment": Rule(drop="attachment"),
     "attachment/queued_command": Rule(),
-    "custom-title": Rule(drop="title", title_rank=5, title_field="customTitle"),
-    "agent-name": Rule(drop="title", title_rank=4, title_field="agentName"),
-    "ai-title": Rule(drop="title", title_rank=3, title_field="aiTitle"),
-    "summary": Rule(drop="title", title_rank=2, title_field="summary"),
-    "progress": Rule(drop="progress"),
-    "file-history-snapshot": Rule(drop="file-history-snapshot"),
-    "queue-operation": Rule(drop="queue-operation"),
-    "last-prompt": Rule(drop="last-prompt"),
-    "mode": Rule(drop="mode"),
-    "permission-mode": Rule(drop="permission-mode"),
-    "cost-state": Rule(drop="cost-state"),
+    "attachment/goal_status": Rule(),
+    "custom-title": Rule(title_rank=5, title_field="customTitle"),
+    "agent-name": Rule(title_rank=4, title_field="agentName"),
+    "ai-title": Rule(title_rank=3, title_field="aiTitle"),
+    "summary": Rule(drop="summary", title_rank=2, title_field="summary"),
+    "user/warmup": Rule(drop="warmup"),
+    **{
+        name: Rule(drop=name)
+        for name in (
+            "progress",
+            "file-history-snapshot",
+            "file-history-delta",
+            "queue-operation",
+            "last-prompt",
+            "mode",
+            "permission-mode",
+            "cost-state",
+            "api-request",
+            "api-request-shape",
+            "api-request-blob",
+            "atis-latch",
+            "tools-used",
+        )
+    },
 }
 _NEUTRAL = Rule()
 
@@ -127,6 +160,10 @@ class Projected:
     title: tuple[int, str] | None  # (rank, text)
     turn: Turn | None
     malformed: bool
+    #: a ``summary`` title candidate counts only for the session holding this line uuid
+    leaf_uuid: str | None = None
+    #: ``(agentId, toolUseId)``: a progress line saying which tool call runs a sub-agent
+    agent_parent: tuple[str, str] | None = None
 
 
 # The frozen dataclass __init__ sets each field through object.__setattr__ (~3.5 µs on the
@@ -139,7 +176,7 @@ _SLOT_SETTERS: tuple[Callable[[object, object], None], ...] = tuple(
 def _projected(*values: object, _new: Any = object.__new__, _set: Any = _SLOT_SETTERS) -> Projected:
     """``Projected(*values)``, fast: see ``_SLOT_SETTERS``."""
     result: Projected = _new(Projected)
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11 = _set
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13 = _set
     s0(result, values[0])
     s1(result, values[1])
     s2(result, values[2])
@@ -152,13 +189,9 @@ def _projected(*values: object, _new: Any = object.__new__, _set: Any = _SLOT_SE
     s9(result, values[9])
     s10(result, values[10])
     s11(result, values[11])
+    s12(result, values[12])
+    s13(result, values[13])
     return result
-
-
-def title_event(title: str) -> dict[str, Any]:
-    """The event published when a session's title changes."""
-    data = {"type": "ai-title", "aiTitle": title}
-    return {"type": "ai-title", "blocks": [], "title": title, "data": data}
 
 
 def oversize_line(size: int) -> Projected:
@@ -193,7 +226,11 @@ def project_line(
     if not isinstance(rtype, str) or not rtype:
         rtype = "unknown"
     key, text = classify(rtype, rec)
-    rule = RULES.get(key) or RULES.get(rtype, _NEUTRAL)
+    rule = RULES.get(key)
+    if rule is None:
+        # A refined key falls back to its type, except a system subtype nobody knows: that
+        # is published only when it has content, like an unknown type.
+        rule = (None if rtype == "system" else RULES.get(rtype)) or _unknown_rule(key, rec)
     sidechain = rec.get("isSidechain") is True
     agent_id = _str(rec.get("agentId"))
     turn = None if sidechain else rule.turn
@@ -217,7 +254,10 @@ def project_line(
             event["sidechain"] = True
             if agent_id is not None:
                 event["agentId"] = agent_id
+                if agent_id.startswith(COMPACTION_AGENT_PREFIX):
+                    event["compaction"] = True
         add_extras(key, rtype, rec, event)
+    leaf = rec.get("leafUuid") if title is not None and rtype == "summary" else None
     return _projected(
         rule.drop is None,
         rule.drop,
@@ -231,7 +271,47 @@ def project_line(
         title,
         turn,
         False,
+        leaf if isinstance(leaf, str) else None,
+        _agent_parent(rec) if rtype == "progress" else None,
     )
+
+
+def _agent_parent(rec: dict[str, Any]) -> tuple[str, str] | None:
+    """Older CLIs (2.1.x) write ``progress``/``agent_progress`` lines naming the sub-agent
+    (``data.agentId``) a Task call (``parentToolUseID``) runs: the link its own file lacks."""
+    data = rec.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return None
+    agent, tool = data.get("agentId"), rec.get("parentToolUseID")
+    if isinstance(agent, str) and isinstance(tool, str) and agent and 0 < len(tool) <= 256:
+        return agent, tool
+    return None
+
+
+#: An unknown record type (or ``system`` subtype) is published when it may hold
+#: something to show: a ``message``, or a non-empty ``content`` / ``text``.
+_DISPLAYABLE_FIELDS = ("content", "text")
+#: Drop reasons (metric labels) are the record type, cut to this length and to [a-z0-9_-].
+DROP_REASON_MAX_CHARS = 40
+
+
+def _unknown_rule(key: str, rec: dict[str, Any]) -> Rule:
+    """A type nobody knows yet: published as a neutral event if it may hold something to
+    show, else dropped with its own type as the reason (the collector bounds the labels)."""
+    if isinstance(rec.get("message"), dict):
+        return _NEUTRAL
+    for name in _DISPLAYABLE_FIELDS:
+        value = rec.get(name)
+        if (isinstance(value, str) and value.strip()) or (isinstance(value, list) and value):
+            return _NEUTRAL
+    return Rule(drop=drop_label(key))
+
+
+@lru_cache(maxsize=256)
+def drop_label(name: str) -> str:
+    """``name`` as a bounded metric label: lower case, [a-z0-9_-], at most 40 characters."""
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in name.lower())
+    return cleaned[:DROP_REASON_MAX_CHARS] or "unknown"
 
 
 def _str(value: Any) -> str | None:

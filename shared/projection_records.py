@@ -9,14 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.blocks import Block, Cutter, content_blocks
+from shared.blocks import Block, Cutter, content_blocks, strip_ansi
 
 #: Assistant stop reasons that end a turn (``tool_use`` and ``pause_turn`` do not).
 TERMINAL_STOPS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
 INTERRUPT_PREFIX = "[Request interrupted by user"
+#: Title records Claude Code writes (published with their raw ``data``) and their text field.
+TITLE_FIELDS = {"custom-title": "customTitle", "agent-name": "agentName", "ai-title": "aiTitle"}
+TITLE_EVENT_MAX_CHARS = 1000
 SUMMARY_MAX_CHARS = 200
 #: Text blocks an IDE or hook adds beside the typed prompt: published, never the title.
 CONTEXT_PREFIXES = ("<ide_", "<system-reminder>")
+#: The prompt of the sub-agents older CLIs (2.0.x) start to warm their cache: not content.
+WARMUP_PROMPT = "Warmup"
+#: Sub-agents whose id starts so summarise the conversation for a compaction.
+COMPACTION_AGENT_PREFIX = "acompact"
+
 
 
 def message_content(rec: dict[str, Any]) -> Any:
@@ -49,6 +57,8 @@ def _classify_user(rec: dict[str, Any]) -> tuple[str, str | None]:
     if rec.get("isCompactSummary") is True:
         return "user/compact-summary", None
     content = message_content(rec)
+    if content == WARMUP_PROMPT and rec.get("isSidechain") is True and rec.get("parentUuid") is None:
+        return "user/warmup", None
     text: str | None = None
     has_result = False
     if isinstance(content, str):
@@ -140,20 +150,71 @@ def build_blocks(
     """The blocks of a published record."""
     if rtype == "user" or rtype == "assistant":
         if key in _TEXT_KEYS and text is not None:
-            return [cutter.text_block("text", text)]
+            return [cutter.text_block("text", strip_ansi(text))]
         if key == "user/notification" and text is not None:
             return [_notification(text, "task-notification", cutter)]
         return content_blocks(message_content(rec), cutter, rec.get("toolUseResult"))
     if rtype == "system":
+        if key == "system/api_error":
+            return [_api_error_notice(rec)]
         content = rec.get("content")
         if not isinstance(content, str) or not content:
             return []
         if content.startswith("<"):
             content = _command_text(content) if "<command-name>" in content else _untag(content)
-        return [cutter.text_block("text", content)]
+        return [cutter.text_block("text", strip_ansi(content))]
     if key == "attachment/queued_command":
         return _queued_command(rec["attachment"], cutter)
+    if key == "attachment/goal_status":
+        return [_goal_status(rec["attachment"], cutter)]
     return []
+
+
+def _api_error_notice(rec: dict[str, Any]) -> Block:
+    """A retried API error -> ``{kind: notification, source: api_error, text, status?, attempt?,
+    maxRetries?}`` with a readable text: "API error 529 — retrying, 1/10"."""
+    error = rec.get("error")
+    status = error.get("status") if isinstance(error, dict) else None
+    attempt, retries = rec.get("retryAttempt"), rec.get("maxRetries")
+    text = "API error"
+    block: Block = {"kind": "notification", "source": "api_error"}
+    if _is_int(status):
+        text += f" {status}"
+        block["status"] = status
+    if _is_int(attempt):
+        block["attempt"] = attempt
+        text += f" — retrying, {attempt}/{retries}" if _is_int(retries) else f" — retry {attempt}"
+        if _is_int(retries):
+            block["maxRetries"] = retries
+    elif isinstance(error, dict) and isinstance(error.get("message"), str):
+        text += ": " + error["message"][:SUMMARY_MAX_CHARS]
+    block["text"] = text
+    return block
+
+
+def _goal_status(attachment: dict[str, Any], cutter: Cutter) -> Block:
+    """A ``/goal`` check -> ``{kind: goal_status, text, condition?, met, reason?}``."""
+    condition = attachment.get("condition")
+    reason = attachment.get("reason")
+    met = attachment.get("met") is True
+    if attachment.get("sentinel") is True and not met:
+        head = "Goal set"
+    else:
+        head = "Goal met" if met else "Goal not met yet"
+    text = f"{head}: {condition}" if isinstance(condition, str) and condition else head
+    if isinstance(reason, str) and reason:
+        text += f" — {reason}"
+    block = cutter.text_block("goal_status", text)
+    block["met"] = met
+    if isinstance(condition, str):
+        block["condition"] = condition[:SUMMARY_MAX_CHARS * 10]
+    if isinstance(reason, str):
+        block["reason"] = reason[:SUMMARY_MAX_CHARS * 10]
+    return block
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _TEXT_KEYS = frozenset(
@@ -196,9 +257,22 @@ def add_extras(key: str, rtype: str, rec: dict[str, Any], event: dict[str, Any])
         message = rec.get("message")
         if isinstance(message, dict) and isinstance(message.get("id"), str):
             event["messageId"] = message["id"]
+        error = rec.get("error")
+        if rec.get("isApiErrorMessage") is True or isinstance(error, str):
+            event["error"] = True  # an API failure Claude Code wrote as a reply: not a bubble
+            if isinstance(error, str):
+                event["errorCode"] = error[:64]
+            status = rec.get("apiErrorStatus")
+            if _is_int(status):
+                event["errorStatus"] = status
     elif rtype == "system":
         subtype = rec.get("subtype")
         if isinstance(subtype, str):
             event["subtype"] = subtype
     elif key == "user/compact-summary":
         event["compactSummary"] = True
+        event["collapsed"] = True
+    elif rtype in TITLE_FIELDS:
+        title = rec.get(TITLE_FIELDS[rtype])
+        if isinstance(title, str):
+            event["title"] = title[:TITLE_EVENT_MAX_CHARS]

@@ -10,6 +10,7 @@ import os
 import socket
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +18,38 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class SettingsError(Exception):
     """A configuration value is invalid; the message is one line naming the variable."""
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+#: Never echoed in an error message: they hold passwords and token secrets.
+SECRET_FIELDS = frozenset({"redis_url", "tokens"})
+
+
+def check_redis_url(url: str) -> None:
+    """Raise ``ValueError`` (one line, no password) unless ``url`` is a usable Redis URL.
+
+    The syntax only: whether the server knows the password or has the database is
+    learnt by connecting (``shared.redis_conn.probe``).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in _REDIS_SCHEMES:
+        raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://:password@host:6379/0)")
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("unix:// needs a socket path (unix:///run/redis.sock?db=0)")
+        return
+    if not parts.hostname:
+        raise ValueError("names no host (redis://:password@host:6379/0)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("has a port that is not a number from 1 to 65535") from None
+    if port == 0:
+        raise ValueError("has a port that is not a number from 1 to 65535")
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"ends in /{db}: the database must be a number (/0)")
 
 
 def _default_claude_dir() -> Path:
@@ -28,7 +61,12 @@ class Settings(BaseSettings):
     """Every ``RELAYBUS_*`` variable. See docs/configuration.md for the full table."""
 
     model_config = SettingsConfigDict(
-        env_prefix="RELAYBUS_", env_file=".env", extra="ignore", frozen=True
+        env_prefix="RELAYBUS_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        # inf, nan and 1e400 are not durations or sizes; they crashed later (OverflowError).
+        allow_inf_nan=False,
     )
 
     # --- shared -----------------------------------------------------------------------
@@ -50,22 +88,24 @@ class Settings(BaseSettings):
     redis_socket_timeout_s: float = Field(
         default=5.0,
         gt=0,
+        le=3600,
         description="Redis connect/read timeout; a dead connection is noticed within it",
     )
     redis_health_check_interval_s: float = Field(
-        default=2.0, ge=0, description="PING idle Redis connections older than this before reuse"
+        default=2.0, ge=0, le=3600, description="PING idle Redis connections older than this before reuse"
     )
 
     # --- log layout -------------------------------------------------------------------
     log_maxlen: int = Field(
-        default=100_000, ge=100, description="approximate length cap of the global log stream"
+        default=100_000, ge=100, le=1_000_000_000, description="approximate length cap of the global log stream"
     )
     session_maxlen: int = Field(
-        default=2000, ge=10, description="approximate length cap of each session's event stream"
+        default=2000, ge=10, le=100_000_000, description="approximate length cap of each session's event stream"
     )
     session_ttl_days: float = Field(
         default=7,
         gt=0,
+        le=3650,
         description="session streams and hashes expire after this long without activity",
     )
 
@@ -75,17 +115,18 @@ class Settings(BaseSettings):
         description="Claude Code config dir holding projects/ and sessions/ (default $CLAUDE_CONFIG_DIR or ~/.claude)",
     )
     backfill_events: int = Field(
-        default=200, ge=0, description="events published from a recent file seen for the first time"
+        default=200, ge=0, le=1_000_000, description="events published from a recent file seen for the first time"
     )
     backfill_max_age_hours: float = Field(
-        default=24, ge=0, description="files modified longer ago are registered, not replayed"
+        default=24, ge=0, le=87_600, description="files modified longer ago are registered, not replayed"
     )
     turn_backstop_seconds: float = Field(
-        default=120, gt=0, description="a working turn with no activity for this long becomes idle"
+        default=120, gt=0, le=604_800, description="a working turn with no activity for this long becomes idle"
     )
     session_idle_minutes: float = Field(
         default=30,
         gt=0,
+        le=525_600,
         description="a session without live process ends after this long without activity",
     )
     collector_metrics_port: int = Field(
@@ -94,22 +135,29 @@ class Settings(BaseSettings):
         le=65535,
         description="Prometheus /metrics port of the collector (0 = off)",
     )
+    collector_metrics_host: str = Field(
+        default="0.0.0.0",
+        description="address the collector's /metrics listens on (relaybus up: 127.0.0.1 unless set)",
+    )
     heartbeat_ttl_s: int = Field(
         default=15,
         ge=3,
+        le=3600,
         description="TTL of the collector's liveness key; refreshed every third of it",
     )
     batch_max_lines: int = Field(
-        default=500, ge=1, description="most lines appended in one atomic Redis call"
+        default=500, ge=1, le=100_000, description="most lines appended in one atomic Redis call"
     )
     max_line_bytes: int = Field(
         default=8 * 1024 * 1024,
         ge=4096,
+        le=1024 * 1024 * 1024,
         description="lines above this are published as a size stand-in, never read whole",
     )
     data_max_bytes: int = Field(
         default=64 * 1024,
         ge=1024,
+        le=64 * 1024 * 1024,
         description="raw line sent as event.data up to this size (a stand-in above)",
     )
     watch_step_ms: int = Field(
@@ -139,16 +187,19 @@ class Settings(BaseSettings):
     send_queue_max: int = Field(
         default=1024,
         ge=8,
+        le=1_000_000,
         description="frames queued per connection before a slow client is disconnected",
     )
     max_frame_bytes: int = Field(
         default=64 * 1024,
         ge=1024,
+        le=64 * 1024 * 1024,
         description="largest accepted client frame; larger frames close the connection",
     )
     rate_limit_per_s: float = Field(
         default=50,
         gt=0,
+        le=1_000_000,
         description="client frames per second allowed (burst twice that) before closing",
     )
     ws_compression: bool = Field(
@@ -182,10 +233,18 @@ class Settings(BaseSettings):
         description="comma-separated Origins allowed on /ws besides the gateway's own (browsers only)",
     )
 
+    watchers_ttl_s: int = Field(
+        default=15,
+        ge=3,
+        le=3600,
+        description="a gateway's count of clients watching a session holds approvals this long after its last refresh (refreshed every third)",
+    )
+
     # --- commands ---------------------------------------------------------------------
     command_timeout_seconds: float = Field(
         default=15,
         gt=0,
+        le=86_400,
         description="a routed command without a reply in this time gets error timeout",
     )
     allow_prompts: bool = Field(
@@ -205,14 +264,34 @@ class Settings(BaseSettings):
     approval_timeout_seconds: float = Field(
         default=120,
         gt=0,
+        le=86_400,
         description="a permission request without a decision in this time falls through",
     )
     approval_port: int = Field(
         default=9465,
         ge=0,
         le=65535,
-        description="loopback port where the collector takes permission requests from the Claude Code hook (0 = off)",
+        description="names the collector's approval socket <runtime dir>/approval-<port>.sock for the Claude Code hook (0 = off)",
     )
+    approval_socket: Path | None = Field(
+        default=None,
+        description="path of the approval socket instead (its directory must be private: 0700, yours)",
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _known_log_level(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().upper() in LOG_LEVELS:
+            return v.strip().upper()
+        raise ValueError(f"not one of {', '.join(LOG_LEVELS)}")
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _parsable_redis_url(cls, v: Any) -> Any:
+        text = v.get_secret_value() if isinstance(v, SecretStr) else v
+        if isinstance(text, str):
+            check_redis_url(text)
+        return v
 
     @field_validator("claude_dir", mode="before")
     @classmethod
@@ -231,6 +310,6 @@ def load_settings(**overrides: Any) -> Settings:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = str(err["loc"][0]) if err["loc"] else "?"
-        raise SettingsError(
-            f"invalid RELAYBUS_{field.upper()}: {err['msg']} (got {err.get('input')!r})"
-        ) from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        got = "" if field in SECRET_FIELDS else f" (got {err.get('input')!r})"
+        raise SettingsError(f"invalid RELAYBUS_{field.upper()}: {msg}{got}") from None

@@ -29,8 +29,13 @@ from urllib.parse import quote
 from pydantic import SecretStr
 
 from collector.service import serve as serve_collector
+from gateway.auth import AuthConfigError, TokenTable
+from gateway.main import GatewayStartError
 from gateway.main import serve as serve_gateway
+from shared import approval_socket
 from shared.embedded import EmbeddedServer, EmbeddedServerError, write_private
+from shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
+from shared.redis_conn import RedisRefused, probe, redis_address, wait_for_redis
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,13 +85,32 @@ def phone_url(settings: Settings, token: str | None) -> str:
     return f"{url}#token={quote(token, safe='')}" if token else url
 
 
+def listening(settings: Settings) -> str:
+    """The ports this process binds, with their addresses."""
+    parts = [f"gateway {settings.gateway_host}:{settings.gateway_port}"]
+    if settings.collector_metrics_port:
+        parts.append(f"metrics {settings.collector_metrics_host}:{settings.collector_metrics_port}")
+    if settings.approval_port:
+        path = approval_socket.socket_path(settings.approval_port, settings.approval_socket)
+        parts.append(f"approvals {path}")
+    return ", ".join(parts)
+
+
 def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None) -> str:
     lines = ["", "relaybus is up.", f"  Open on your phone:  {phone_url(settings, token)}"]
     if token:
         lines.append(f"  Token:               {token}")
     if server is not None:
         lines.append(f"  Redis:               embedded, data in {server.data_dir}")
-    lines += [f"  Watching:            {settings.claude_dir}", "  Stop with Ctrl-C.", ""]
+    prompts = "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
+    lines += [
+        f"  Watching:            {settings.claude_dir} (history of the last "
+        f"{settings.backfill_max_age_hours:g} h is replayed)",
+        f"  Prompts:             {prompts}",
+        f"  Listening:           {listening(settings)}",
+        "  Stop with Ctrl-C.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -116,8 +140,16 @@ async def _gateway_ready(settings: Settings, stop: asyncio.Event) -> bool:
     return False
 
 
+async def _ready(settings: Settings, stop: asyncio.Event) -> bool:
+    """Our gateway answers and Redis does (a refusal raises ``RedisRefused``)."""
+    if not await _gateway_ready(settings, stop):
+        return False
+    return await wait_for_redis(settings, stop, lambda _reason: None)
+
+
 async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
-    """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed."""
+    """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed
+    or Redis refused the settings."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     components: dict[str, Coroutine[Any, Any, None]] = {
@@ -139,8 +171,20 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    ready = asyncio.create_task(_gateway_ready(settings, stop), name="up-ready")
-    ready.add_done_callback(lambda t: on_ready() if not t.cancelled() and t.result() else None)
+    refused: list[RedisRefused] = []
+
+    def ready_done(task: asyncio.Task[bool]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, RedisRefused):
+            refused.append(exc)
+            stop.set()
+        elif exc is None and task.result():
+            on_ready()
+
+    ready = asyncio.create_task(_ready(settings, stop), name="up-ready")
+    ready.add_done_callback(ready_done)
     failed = False
     try:
         done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -148,7 +192,10 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
             failed = True
             for task in done:
                 exc = None if task.cancelled() else task.exception()
-                log.error("%s stopped unexpectedly", tasks[task], exc_info=exc)
+                if isinstance(exc, StartupError | GatewayStartError):
+                    print(f"relaybus up: {exc}", file=sys.stderr, flush=True)
+                else:
+                    log.error("%s stopped unexpectedly", tasks[task], exc_info=exc)
             stop.set()
         _done, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_S)
         for task in pending:
@@ -156,9 +203,14 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
             task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for task, result in zip(tasks, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            if isinstance(result, StartupError | GatewayStartError):
+                failed = True  # printed above
+            elif isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 failed = True
                 log.error("%s failed", tasks[task], exc_info=result)
+        if refused:
+            print(f"relaybus up: {refused[0]}", file=sys.stderr, flush=True)
+            failed = True
     finally:
         ready.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -184,10 +236,43 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
     raise _Interrupted(signal.Signals(signum).name)
 
 
+def preflight(settings: Settings) -> None:
+    """What would otherwise fail half-way through start-up, as one ``StartupError`` line."""
+    problem = claude_dir_problem(settings)
+    if problem is not None:
+        raise StartupError(problem)
+    check_port(settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT")
+    check_port(settings.collector_metrics_host, settings.collector_metrics_port,
+               "RELAYBUS_COLLECTOR_METRICS_PORT")
+
+
+def _wait_for_external_redis(settings: Settings) -> None:
+    """Refused settings raise ``RedisRefused``; an unreachable server is said on stdout."""
+    unreachable = asyncio.run(probe(settings))
+    if unreachable is not None:
+        print(
+            f"Waiting for Redis at {redis_address(settings)} ({unreachable}); "
+            "the phone URL follows once it answers.",
+            flush=True,
+        )
+
+
 def run(settings: Settings) -> int:
-    """Entry of ``relaybus up``."""
-    directory = state_dir()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Entry of ``relaybus up``: 0 after a clean stop; 1 (one line) when something it needs
+    is unusable or Redis refuses the settings; 2 for a token configuration it cannot serve."""
+    if "collector_metrics_host" not in settings.model_fields_set:  # one machine: keep it local
+        settings = settings.model_copy(update={"collector_metrics_host": "127.0.0.1"})
+    try:
+        directory = usable_dir(state_dir(), "state directory")
+        preflight(settings)
+        # the entries only: without any, a token is generated below
+        TokenTable.from_settings(settings.model_copy(update={"allow_anonymous": True}))
+    except StartupError as exc:
+        print(f"relaybus up: {exc}", file=sys.stderr)
+        return 1
+    except AuthConfigError as exc:
+        print(f"relaybus up: {exc}", file=sys.stderr)
+        return 2
     server: EmbeddedServer | None = None
     token: str | None = None
     code = 0
@@ -199,6 +284,8 @@ def run(settings: Settings) -> int:
             settings = settings.model_copy(update={"redis_url": SecretStr(server.start())})
         if not settings.gateway_id:  # known, so readiness is checked on our own gateway
             settings = settings.model_copy(update={"gateway_id": f"up-{secrets.token_hex(5)}"})
+        if server is None:
+            _wait_for_external_redis(settings)
         if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
             token = ensure_token(directory)
             settings = settings.model_copy(update={"tokens": SecretStr(token)})
@@ -206,6 +293,9 @@ def run(settings: Settings) -> int:
         code = asyncio.run(serve_both(settings, lambda: print(banner, flush=True)))
     except EmbeddedServerError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
+        code = 1
+    except RedisRefused as exc:
+        print(f"relaybus up: {exc}", file=sys.stderr)
         code = 1
     except _Interrupted as exc:
         log.info("%s during start-up: stopping", exc)

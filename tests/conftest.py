@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from shared.keys import Keys
 from shared.settings import Settings
@@ -74,16 +75,34 @@ def claude_dir(tmp_path: Path) -> Path:
     return d
 
 
+class _ArgumentsOnly(Settings):
+    """Settings built from keyword arguments and defaults alone: no ``RELAYBUS_*``
+    environment variable and no ``.env`` file can change what a test runs with."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
 def make_settings(url: str, namespace: str, claude_dir: Path | None = None, **kw: object) -> Settings:
-    """Settings for a test, independent of the environment and any ``.env`` file."""
+    """Settings for a test, independent of the environment and any ``.env`` file; no
+    listener on a fixed port (metrics and the approval endpoint off unless given)."""
     base: dict[str, object] = {
         "redis_url": url,
         "namespace": namespace,
         "host_id": "testhost",
         "collector_metrics_port": 0,
+        "approval_port": 0,
         "tokens": "full-token,ro-token:read",
     }
     if claude_dir is not None:
         base["claude_dir"] = claude_dir
     base.update(kw)
-    return Settings(_env_file=None, **base)  # type: ignore[call-arg]
+    return _ArgumentsOnly(**base)  # type: ignore[arg-type]

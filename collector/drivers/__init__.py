@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Protocol
+
+#: Set by the command consumer around a session command: lets the next command of the same
+#: session start (a prompt calls it once its run exists, before it waits for the run to
+#: take the prompt, so an interrupt is not held up by that wait).
+SESSION_ORDER: ContextVar[Callable[[], None] | None] = ContextVar("session_order", default=None)
+
+
+def release_session_order() -> None:
+    """Let the session's next command run now (no-op outside the consumer)."""
+    release = SESSION_ORDER.get()
+    if release is not None:
+        release()
 
 
 class DriverError(Exception):
@@ -17,12 +31,18 @@ class DriverError(Exception):
 class TurnHooks(Protocol):
     """What the collector's turn tracking learns from commands."""
 
-    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
+    async def prompt_started(
+        self, session_id: str, trace_id: str | None, at_ms: int, *, run: bool = False
+    ) -> None:
         """A prompt sent through relaybus started a turn (``working``) at ``at_ms``.
 
         ``at_ms`` is taken before the prompt reached Claude Code, so transcript lines it
-        causes are never older than it.
+        causes are never older than it. ``run``: relaybus's own headless run carries it
+        (until :meth:`prompt_ended`, the live file's ``idle`` does not end the turn).
         """
 
     async def prompt_ended(self, session_id: str) -> None:
         """The headless run of that prompt ended (``idle``)."""
+
+    async def prompt_failed(self, session_id: str, code: str, message: str) -> None:
+        """The headless run failed after its prompt was reported sent: tell the watchers."""

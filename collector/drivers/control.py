@@ -1,8 +1,12 @@
 """Decide how a command acts on a session on this machine, and act.
 
-A session with a live interactive process inside tmux is driven through its pane; any
-other session gets a headless ``claude -p`` run. Execution is refused unless
-``allow_prompts`` is on, and only in directories under ``prompt_cwd_allow``.
+A session with a live Claude Code process in tmux is driven through its pane (the one its
+live-process file names, else the one found from the process tree); a session with a live
+process relaybus cannot type into is refused (``not_controllable``: never a second writer
+on one transcript); any other session gets a headless ``claude -p`` run. A prompt sent
+while relaybus's previous run of the session is exiting (interrupted, or its turn over)
+waits for that run to end and then runs. Execution is refused unless ``allow_prompts``
+is on, and only in directories under ``prompt_cwd_allow``.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from collector.drivers import DriverError, TurnHooks
+from collector.drivers import DriverError, TurnHooks, release_session_order
 from collector.drivers.headless import HeadlessDriver
 from collector.drivers.live import find_live
 from collector.drivers.tmux import TmuxDriver
@@ -25,6 +30,13 @@ from shared.keys import Keys
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: A starting run is watched this long at most for taking its prompt before the reply.
+ACCEPT_WAIT_S = 10.0
+#: Kept free of the command's deadline for the reply to reach the gateway.
+REPLY_RESERVE_S = 2.0
+#: Turn states during which a prompt is ``busy`` and Stop can act.
+ACTIVE_STATES = ("working", "waiting")
 
 
 def cwd_allowed(cwd: str, allow: str) -> bool:
@@ -96,12 +108,35 @@ class Controller:
             raise DriverError(c.UNKNOWN_SESSION, f"no session {sid} on this machine")
         return route[1]
 
-    async def _state(self, sid: str) -> str:
-        raw = await self._client.hget(self._keys.session(sid), "state")
-        return raw.decode() if isinstance(raw, bytes) else ""
+    async def _state(self, sid: str) -> tuple[str, int]:
+        """The turn state the session shows, and since when."""
+        state, since = await self._client.hmget(self._keys.session(sid), ["state", "since"])
+        text = state.decode() if isinstance(state, bytes) else ""
+        try:
+            return text, int(since or 0)
+        except ValueError:
+            return text, 0
 
     def _transcript_exists(self, sid: str) -> bool:
         return any((self._settings.claude_dir / "projects").glob(f"*/{sid}.jsonl"))
+
+    def _budget_s(self, cmd: Command) -> float:
+        return max(0.0, (cmd.deadline_ms - c.now_ms()) / 1000 - REPLY_RESERVE_S)
+
+    async def _after_exiting_run(self, cmd: Command) -> None:
+        """Relaybus's run of the session is exiting: wait for it; one still at work: ``busy``."""
+        sid = cmd.session_id
+        run = self.headless.run_of(sid)
+        if run is None:
+            return
+        state, since = await self._state(sid)
+        exiting = run.interrupted or (state not in ACTIVE_STATES and since >= run.started_ms)
+        if not exiting:
+            raise DriverError(c.BUSY, "a prompt is already running in this session")
+        budget = min(self._budget_s(cmd) / 2, self.headless.grace_s * 3)
+        if not await self.headless.wait_ended(sid, budget):
+            raise DriverError(c.BUSY, "the previous run of this session is still exiting")
+        log.info("session %s: previous run ended, running the queued prompt", sid)
 
     async def _prompt(self, cmd: Command) -> dict[str, Any]:
         sid = cmd.session_id
@@ -110,38 +145,62 @@ class Controller:
             raise DriverError(c.INVALID, "prompt needs a non-empty message")
         cwd = await self._route(sid)
         self._check_cwd(cwd)
-        if self.headless.busy(sid):
-            raise DriverError(c.BUSY, "a prompt is already running in this session")
+        await self._after_exiting_run(cmd)
         live = find_live(self._settings.claude_dir, sid)
         if live is not None:
-            pane = await self.tmux.find_pane(live.pid)
-            if pane is not None:
-                if await self._state(sid) == "working":
-                    raise DriverError(c.BUSY, "Claude is working in this session")
-                at_ms = c.now_ms()
-                await self.tmux.prompt(pane, message)
-                await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
-                return {"driver": "tmux"}
-            log.info("session %s is live outside tmux (pid %d): running headless", sid, live.pid)
-        exists = await self._client.exists(self._keys.session(sid))
-        new = not exists and not self._transcript_exists(sid)
-        await self.headless.prompt(sid, cwd, message, new=new, trace_id=cmd.trace_id)
+            pane = await self.tmux.find_pane(live.pid, live.tmux)
+            if pane is None:
+                raise DriverError(
+                    c.NOT_CONTROLLABLE,
+                    f"Claude Code runs this session outside tmux (pid {live.pid}); "
+                    "relaybus cannot type into it: prompt it there",
+                )
+            if (await self._state(sid))[0] in ACTIVE_STATES:
+                raise DriverError(c.BUSY, "Claude is working in this session")
+            at_ms = c.now_ms()
+            await self.tmux.prompt(pane, message)
+            await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
+            return {"driver": "tmux"}
+        new = not self._transcript_exists(sid)
+        await self.headless.prompt(
+            sid, cwd, message, new=new, trace_id=cmd.trace_id,
+            accept_wait_s=min(ACCEPT_WAIT_S, self._budget_s(cmd)),
+            on_failure=partial(self._late_failure, cmd),
+            started=release_session_order,
+        )
         return {"driver": "headless"}
+
+    async def _late_failure(self, cmd: Command, code: str, message: str) -> None:
+        """A run failed after ``prompt_sent``: a second reply the gateway turns into ``error``."""
+        reply = Reply(cmd.id, False, code, message, data={c.LATE: True})
+        stream = self._keys.reply(cmd.gateway_id)
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.xadd(stream, reply.fields(), maxlen=c.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
+                pipe.expire(stream, c.REPLY_TTL_S)
+                await pipe.execute()
+        except Exception:
+            log.exception("could not report the failed run of %s", cmd.session_id)
 
     async def _interrupt(self, cmd: Command) -> dict[str, Any]:
         sid = cmd.session_id
         await self._route(sid)
         if await self.headless.interrupt(sid):
             return {"driver": "headless"}
+        shown = (await self._state(sid))[0] in ACTIVE_STATES
+        # A session shown working never hears "no active turn": nothing here can stop it.
+        nothing = c.INTERRUPT_UNAVAILABLE if shown else c.NO_ACTIVE_TURN
+        if self.headless.busy(sid):
+            raise DriverError(nothing, "the turn was interrupted already; its run is ending")
         live = find_live(self._settings.claude_dir, sid)
         if live is None:
-            raise DriverError(c.NO_ACTIVE_TURN, "no turn is running in this session")
-        pane = await self.tmux.find_pane(live.pid)
+            raise DriverError(nothing, "no Claude Code process runs this session here")
+        pane = await self.tmux.find_pane(live.pid, live.tmux)
         if pane is None:
             raise DriverError(
                 c.INTERRUPT_UNAVAILABLE, "this session runs outside tmux and cannot be interrupted"
             )
-        if await self._state(sid) != "working":
+        if not shown:
             raise DriverError(c.NO_ACTIVE_TURN, "no turn is running in this session")
         await self.tmux.interrupt(pane)
         return {"driver": "tmux"}

@@ -11,12 +11,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from collector.sessions import turn_event, turn_hash
+from collector.sessions import line_event, turn_event, turn_hash
 from shared import frames
 from shared.appendlog import OutEvent
 
@@ -65,38 +65,82 @@ class TraceMap:
         ]
 
 
+def failure_event(code: str, message: str) -> dict[str, Any]:
+    """The ``session_event`` telling watchers that relaybus's run of a prompt failed.
+
+    Shaped like a published ``system`` line (text block, ``subtype``), so every client
+    shows it; ``errorCode`` names the reason for clients that look.
+    """
+    text = f"relaybus: the prompt failed ({code}): {message}"
+    return {
+        "type": "system",
+        "subtype": "relaybus_error",
+        "errorCode": code,
+        "blocks": [{"kind": "text", "text": text}],
+        "data": {"type": "system", "subtype": "relaybus_error", "content": text},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Notice:
+    sid: str
+    kind: str  # "prompt", "run" (a prompt carried by relaybus's headless run), "end", "failed"
+    at_ms: int
+    code: str = ""
+    message: str = ""
+
+
 class TurnNotices:
     """A ``TurnHooks`` that queues turn changes for the engine task and wakes it."""
 
     def __init__(self, traces: TraceMap, wake: Callable[[], None]) -> None:
         self.traces = traces
         self._wake = wake
-        self._pending: deque[tuple[str, bool, int]] = deque(maxlen=MAX_NOTICES)
+        self._pending: deque[_Notice] = deque(maxlen=MAX_NOTICES)
 
-    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
+    async def prompt_started(
+        self, session_id: str, trace_id: str | None, at_ms: int, *, run: bool = False
+    ) -> None:
         self.traces.remember(session_id, trace_id)
-        self._pending.append((session_id, True, at_ms))
+        self._pending.append(_Notice(session_id, "run" if run else "prompt", at_ms))
         self._wake()
 
     async def prompt_ended(self, session_id: str) -> None:
-        self._pending.append((session_id, False, int(time.time() * 1000)))
+        self._pending.append(_Notice(session_id, "end", int(time.time() * 1000)))
+        self._wake()
+
+    async def prompt_failed(self, session_id: str, code: str, message: str) -> None:
+        self._pending.append(_Notice(session_id, "failed", int(time.time() * 1000), code, message))
         self._wake()
 
     async def apply(self, engine: Engine) -> None:
         """On the engine task: publish the turn changes (a notice is dropped once applied)."""
         while self._pending:
-            sid, started, at_ms = self._pending[0]
-            state = (await engine.pub.session(sid)).clone()
+            n = self._pending[0]
+            if n.kind in ("end", "failed"):
+                await engine.drain_session(n.sid)  # the run's last lines come before its end
+            state = (await engine.pub.session(n.sid)).clone()
             if not state.cwd:  # nothing published for it yet: its first lines will tell
                 self._pending.popleft()
                 continue
-            if started:
+            events: list[OutEvent] = []
+            change = None
+            if n.kind in ("prompt", "run"):
                 # transcript lines since the prompt already tell the turn (maybe its end)
-                fresh = state.turn.last_activity_ms < at_ms
-                change = state.turn.on_prompt(at_ms) if fresh else None
+                if state.turn.last_activity_ms < n.at_ms:
+                    change = state.turn.on_prompt(n.at_ms)
+                if n.kind == "run":
+                    change = state.turn.on_run(True, n.at_ms) or change
             else:
-                change = None if state.turn.live_status else state.turn.on_end(at_ms)
+                if n.kind == "failed":
+                    events.append(line_event(n.sid, failure_event(n.code, n.message)))
+                change = state.turn.on_run(False, n.at_ms)
             if change is not None:
-                await engine.pub.commit_session(state, [turn_event(sid, change)], turn_hash(change))
-                log.debug("session %s: turn %s after a command", sid, change.state)
+                events.append(turn_event(n.sid, change))
+            h = turn_hash(change) if change is not None else {}
+            if events:
+                await engine.pub.commit_session(state, events, h)
+                log.debug("session %s: turn %s after a command", n.sid, state.turn.state)
+            else:
+                engine.pub.sessions[n.sid] = state
             self._pending.popleft()

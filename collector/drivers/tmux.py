@@ -1,25 +1,51 @@
 """tmux driver: type into the pane where an interactive ``claude`` runs.
 
-The pane is found from the process tree: the process's ``TMUX`` variable names the
-server socket, ``list-panes -a`` gives every pane's shell pid, and the pane whose pid is
-an ancestor of the Claude process is the one. Prompts are typed with
+The pane is the one the live-process file names (``tmux``, e.g. ``"main:@0.%0"``; Claude
+Code 2.1.332 writes it), checked with ``display-message``; else it is found from the
+process tree: the process's ``TMUX`` variable names the server socket, ``list-panes -a``
+gives every pane's shell pid, and the pane whose pid is an ancestor of the Claude process
+is the one. Prompts are typed with
 ``send-keys -l <text>`` then ``Enter`` (multi-line text is pasted); an interrupt is ``Escape``.
+Prompt text never carries control characters (see :func:`terminal_text`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from dataclasses import dataclass
 
 from collector.drivers import DriverError
 from collector.drivers.live import ancestors, environ
-from shared.commands import BRIDGE_ERROR
+from shared.commands import BRIDGE_ERROR, INVALID
 
 log = logging.getLogger(__name__)
 
 TMUX_TIMEOUT_S = 5.0
+
+
+#: Bracketed-paste markers: inside a paste, the end marker would end it early.
+PASTE_MARKERS = ("\x1b[200~", "\x1b[201~")
+#: C0 controls but ``\n`` and ``\t`` (``\r`` submits, ``\x03`` interrupts, ESC starts
+#: sequences), DEL, and the C1 controls some terminals read as 8-bit escapes.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(message: str) -> str:
+    """``message`` safe to type into a terminal, or :class:`DriverError` ``invalid_message``.
+
+    CRLF becomes LF and paste markers are removed; any other control character refuses
+    the whole prompt (a ``\r`` would submit a second prompt, ``\x1b`` or ``\x03`` act as keys).
+    """
+    text = message.replace("\r\n", "\n")
+    for marker in PASTE_MARKERS:
+        text = text.replace(marker, "")
+    bad = _CONTROLS.search(text)
+    if bad is not None:
+        raise DriverError(INVALID, f"the prompt contains a control character (U+{ord(bad.group()):04X})")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +83,26 @@ class TmuxDriver:
             raise TmuxError(f"tmux {args[0]}: {err.decode(errors='replace').strip()}")
         return out.decode(errors="replace")
 
-    async def find_pane(self, pid: int) -> Pane | None:
-        """The tmux pane running ``pid``, or ``None`` when it runs outside tmux."""
+    async def named_pane(self, pid: int, name: str) -> Pane | None:
+        """The pane a live-process file names (``session:@window.%pane``), if it exists."""
+        target = name.rsplit(".", 1)[-1] if "%" in name else name
+        socket = environ(pid).get("TMUX", "").split(",", 1)[0] or None
+        try:
+            out = await self._tmux(
+                socket, "display-message", "-p", "-t", target, "#{pane_id} #{socket_path}"
+            )
+        except TmuxError as exc:
+            log.debug("pane %r of pid %d not found: %s", name, pid, exc)
+            return None
+        pane_id, _, socket_path = out.strip().partition(" ")
+        return Pane(socket_path or socket or "", pane_id) if pane_id.startswith("%") else None
+
+    async def find_pane(self, pid: int, name: str | None = None) -> Pane | None:
+        """The tmux pane running ``pid`` (``name``: what its live file says), or ``None``."""
+        if name:
+            pane = await self.named_pane(pid, name)
+            if pane is not None:
+                return pane
         tmux_var = environ(pid).get("TMUX", "")
         socket = tmux_var.split(",", 1)[0] or None
         try:
@@ -82,8 +126,10 @@ class TmuxDriver:
         """Type ``message`` literally, then Enter.
 
         A multi-line message is pasted (bracketed, when the program asked for it, as
-        Claude Code does) so its newlines do not submit it line by line.
+        Claude Code does) so its newlines do not submit it line by line. The text is
+        :func:`terminal_text` first: nothing in it can act as a key.
         """
+        message = terminal_text(message)
         try:
             if "\n" in message:
                 buffer = f"relaybus-{uuid.uuid4().hex[:12]}"

@@ -170,11 +170,18 @@ function handle(msg) {
         entrypoint: msg.entrypoint,
         host: msg.host,
         title: msg.title || undefined,
+        firstPrompt: msg.firstPrompt || undefined,
         startedAt: msg.startedAt,
         lastActivity: Math.max(Number(sessionInfo(msg.sessionId).lastActivity) || 0, Number(msg.startedAt) || 0) || undefined,
         live: true,
       });
       return drawList();
+    case "session_updated": // the session's SessionInfo changed (title, cwd, …)
+      store.noteSeq(msg.seqId);
+      if (msg.session && typeof msg.session === "object") store.upsert(msg.sessionId, msg.session);
+      drawList();
+      if (store.chat?.sessionId === msg.sessionId) chatView.header(sessionInfo(msg.sessionId));
+      return undefined;
     case "session_ended":
       store.noteSeq(msg.seqId);
       store.upsert(msg.sessionId, { live: false });

@@ -14,6 +14,7 @@ import {
 
 const USER_TYPES = new Set(["user", "text", "message"]);
 const KNOWN_TYPES = new Set([...USER_TYPES, "assistant", "tool_use", "tool_result", "thinking"]);
+const TITLE_TYPES = new Set(["ai-title", "custom-title", "agent-name"]);
 
 function alignOf(type) {
   if (USER_TYPES.has(type)) return "user";
@@ -132,7 +133,7 @@ export class ChatRenderer {
   eventNode(item) {
     const ev = item.event ?? {};
     const type = typeof ev.type === "string" ? ev.type : "unknown";
-    if (type === "ai-title") return null;
+    if (TITLE_TYPES.has(type)) return null; // a session title, not a chat message
     const blocks = Array.isArray(ev.blocks) ? ev.blocks : legacyBlocks(ev);
     const wrap = h("div", { class: `item ${alignOf(type)}`, dataset: { seq: item.seqId, type } });
     if (!blocks || (!blocks.length && !KNOWN_TYPES.has(type))) {

@@ -129,10 +129,13 @@ export function findTypedToolResult(blocks, toolUseId) {
   return blocks.find((b) => b && b.kind === "tool_result" && b.toolUseId === toolUseId);
 }
 
-/** Session title: latest ai-title -> cwd basename -> first 8 chars of the id. */
+/** Session title: its real title -> its first prompt (relaybus's additive field) -> cwd
+ * basename -> first 8 chars of the id. */
 export function sessionTitle(info) {
   const title = typeof info?.title === "string" ? info.title.trim() : "";
   if (title) return title;
+  const first = typeof info?.firstPrompt === "string" ? info.firstPrompt.trim() : "";
+  if (first) return first;
   const base = basename(info?.cwd ?? "");
   if (base) return base;
   return String(info?.id ?? "").slice(0, 8) || "session";

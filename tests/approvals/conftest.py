@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -29,23 +31,39 @@ class Machine:
     workdir: Path
     port: int
     timeout_s: float
+    runtime: Path
+
+    @property
+    def socket(self) -> Path:
+        """The approval socket: named by the port in this machine's private runtime dir."""
+        return self.runtime / "relaybus" / f"approval-{self.port}.sock"
 
     def hook_env(self) -> dict[str, str]:
         """The environment Claude Code gives the hook (none of the test runner's RELAYBUS_*)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+        env["XDG_RUNTIME_DIR"] = str(self.runtime)
         env["RELAYBUS_APPROVAL_PORT"] = str(self.port)
         env["RELAYBUS_APPROVAL_TIMEOUT_SECONDS"] = str(self.timeout_s)
         return env
 
 
 @pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    """A short private directory for Unix sockets (tmp_path can exceed sockaddr_un's 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="rb-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def machine(
-    server: RedisServer, namespace: str, tmp_path: Path
+    server: RedisServer, namespace: str, tmp_path: Path, runtime_dir: Path
 ) -> Iterator[Callable[..., Machine]]:
-    """Start a collector with an approval endpoint on a free port (stopped at teardown)."""
+    """Start a collector with an approval socket (stopped at teardown)."""
     made: list[CollectorProc] = []
 
-    def make(*, timeout_s: float = 60, mode: str = "watched", url: str | None = None) -> Machine:
+    def make(*, timeout_s: float = 60, mode: str = "watched", url: str | None = None,
+             listening: bool = True) -> Machine:
         root = tmp_path / f"m{len(made)}"
         claude_dir = root / "claude"
         (claude_dir / "projects").mkdir(parents=True)
@@ -54,6 +72,7 @@ def machine(
         workdir.mkdir()
         port = free_port()
         env = {
+            "XDG_RUNTIME_DIR": str(runtime_dir),
             "RELAYBUS_APPROVAL_PORT": str(port),
             "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": str(timeout_s),
             "RELAYBUS_APPROVAL_MODE": mode,
@@ -63,8 +82,10 @@ def machine(
                              claude_dir=claude_dir, env=env)
         made.append(proc)
         proc.start()
-        _wait_listening(port)
-        return Machine(proc, claude_dir, workdir, port, timeout_s)
+        m = Machine(proc, claude_dir, workdir, port, timeout_s, runtime_dir)
+        if listening:
+            wait_listening(m.socket)
+        return m
 
     yield make
     for proc in made:
@@ -87,11 +108,14 @@ async def hooks() -> AsyncIterator[HookStarter]:
         await run.proc.communicate()
 
 
-def _wait_listening(port: int, timeout_s: float = 30.0) -> None:
+def wait_listening(path: Path, timeout_s: float = 30.0) -> None:
+    """Wait until something accepts connections on the Unix socket ``path``."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(1)
+                s.connect(str(path))
             return
         except OSError:
             if time.monotonic() > deadline:

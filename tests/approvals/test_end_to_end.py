@@ -161,11 +161,13 @@ async def test_dead_gateway_releases_the_request(
     admin: aioredis.Redis, keys: Keys, tmp_path: Path,
 ) -> None:
     """The only watcher's gateway process is SIGKILLed while a request is held: its count
-    expires and the hook falls through (no decision) well before the approval timeout."""
+    expires (a 3 s watcher TTL) and the hook falls through (no decision) well before the
+    approval timeout."""
     m = machine(timeout_s=110)
     sid, path, _tid = session_with_tool(m.claude_dir, m.workdir, "Bash", {"command": "ls"})
     await published(admin, keys, sid)
-    with GatewayProc(redis_url=server.url, namespace=namespace, log_path=tmp_path / "gw.log") as gw:
+    with GatewayProc(redis_url=server.url, namespace=namespace, log_path=tmp_path / "gw.log",
+                     env={"RELAYBUS_WATCHERS_TTL_S": "3"}) as gw:
         async with WsClient(gw.ws, token="full-token") as a:
             await _watch(a, sid)
             await _watchers(admin, keys, sid, 1)
@@ -175,6 +177,6 @@ async def test_dead_gateway_releases_the_request(
             gw.kill()
             rc, out, took = await run.result(wait_s=100)
     assert (rc, out) == (0, "")
-    assert took < 60
+    assert took < 30
     done = await wait_for(lambda: session_frames(admin, keys, sid, "permission_resolved"))
     assert done[0]["decision"] == "cancelled"

@@ -40,3 +40,15 @@ def test_lone_open_call_of_that_tool_matches_despite_other_input(tmp_path: Path)
     path = _file(tmp_path, _call("t1", "Bash", {"command": "ls"}), _call("t2", "Bash", {"command": "pwd"}))
     assert match_tool_use(path, "Bash", {"command": "cat"}) is None
     assert match_tool_use(tmp_path / "missing.jsonl", "Bash", {}) is None
+
+
+def test_normalised_hook_input_matches_the_right_parallel_edit(tmp_path: Path) -> None:
+    """The hook sees "replace_all": false added; of two open edits the one with that input wins,
+    and a call another held request took is not matched again."""
+    first = {"file_path": "/a", "old_string": "x", "new_string": "y"}
+    second = {"file_path": "/b", "old_string": "p", "new_string": "q"}
+    path = _file(tmp_path, _call("t1", "Edit", first), _call("t2", "Edit", second))
+    assert match_tool_use(path, "Edit", {**first, "replace_all": False}) == "t1"
+    assert match_tool_use(path, "Edit", {**second, "replace_all": False}) == "t2"
+    assert match_tool_use(path, "Edit", {**first, "replace_all": True}) is None
+    assert match_tool_use(path, "Edit", {"file_path": "/c"}, taken={"t1"}) == "t2"

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from shared.approvals import edit_preview, live_watchers, watcher_value
+from shared.approvals import (
+    PREVIEW_FILE_MAX_BYTES,
+    edit_preview,
+    live_watchers,
+    read_under,
+    watcher_value,
+)
 
 
 def test_edit_with_file_has_real_line_numbers(tmp_path: Path) -> None:
     """old_string/new_string against the file: hunks start at the line the text is on."""
     f = tmp_path / "a.txt"
     f.write_text("one\ntwo\nthree\nfour\n")
-    edit = edit_preview("Edit", {"file_path": str(f), "old_string": "three", "new_string": "3\n3b"})
+    edit = edit_preview("Edit", {"file_path": str(f), "old_string": "three", "new_string": "3\n3b"},
+                        root=str(tmp_path))
     assert edit == {"added": 2, "removed": 1, "hunks": [{"oldStart": 3, "lines": ["-three", "+3", "+3b"]}]}
 
 
@@ -28,11 +36,12 @@ def test_multi_edit_and_write(tmp_path: Path) -> None:
     multi = edit_preview("MultiEdit", {"file_path": "/x", "edits": [
         {"old_string": "a", "new_string": "b"}, {"old_string": "c", "new_string": ""}]})
     assert multi is not None and (multi["added"], multi["removed"], len(multi["hunks"])) == (1, 2, 2)
-    new = edit_preview("Write", {"file_path": str(tmp_path / "new.py"), "content": "x\ny\n"})
+    new = edit_preview("Write", {"file_path": str(tmp_path / "new.py"), "content": "x\ny\n"},
+                       root=str(tmp_path))
     assert new == {"added": 2, "removed": 0, "hunks": [{"oldStart": 0, "lines": ["+x", "+y"]}]}
     old = tmp_path / "old.py"
     old.write_text("x\ny\n")
-    changed = edit_preview("Write", {"file_path": str(old), "content": "x\nz\n"})
+    changed = edit_preview("Write", {"file_path": str(old), "content": "x\nz\n"}, root=str(tmp_path))
     assert changed == {"added": 1, "removed": 1, "hunks": [{"oldStart": 1, "lines": [" x", "-y", "+z"]}]}
 
 
@@ -51,3 +60,23 @@ def test_watcher_counts_expire() -> None:
               b"gw3": b"garbage"}
     assert live_watchers(fields, 2000) == 2
     assert live_watchers(fields, 6000) == 0
+
+
+def test_preview_reads_only_regular_files_under_the_cwd(tmp_path: Path) -> None:
+    """/proc, files outside the cwd, symlinks out of it and FIFOs are never read for a preview."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_text("top secret\n")
+    (cwd / "link").symlink_to(secret)
+    os.mkfifo(cwd / "fifo")
+    big = cwd / "big"
+    big.write_bytes(b"x" * (PREVIEW_FILE_MAX_BYTES + 1))
+    (cwd / "ok").write_text("fine\n")
+    for path in ["/proc/self/environ", str(secret), str(cwd / "link"), str(cwd / "fifo"),
+                 str(big), str(cwd / "../secret"), "ok"]:
+        assert read_under(str(cwd), path) is None, path
+    assert read_under("/", "/proc/self/environ") is None
+    assert read_under(str(cwd), str(cwd / "ok")) == "fine\n"
+    created = edit_preview("Write", {"file_path": str(cwd / "link"), "content": "a\n"}, root=str(cwd))
+    assert created == {"added": 1, "removed": 0, "hunks": [{"oldStart": 0, "lines": ["+a"]}]}

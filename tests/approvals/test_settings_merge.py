@@ -124,3 +124,16 @@ def test_cli_install_and_remove(tmp_path: Path) -> None:
     assert json.loads(path.read_text()) == ORIGINAL
     backups = sorted(p.name for p in claude.iterdir() if cs.BACKUP_SUFFIX in p.name)
     assert len(backups) == 2
+
+
+def test_cli_install_writes_an_explicit_socket(tmp_path: Path) -> None:
+    """RELAYBUS_APPROVAL_SOCKET set where install-hook runs: the hook command names that socket."""
+    claude = tmp_path / "claude"
+    claude.mkdir()
+    path = claude / "settings.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+    env.update(RELAYBUS_CLAUDE_DIR=str(claude), RELAYBUS_APPROVAL_SOCKET="/run/x y/a.sock")
+    subprocess.run([str(RELAYBUS), "install-hook"], env=env, capture_output=True, text=True,
+                   timeout=60, cwd=tmp_path, check=True)
+    (hook,) = _ours(json.loads(path.read_text()))
+    assert hook["command"].endswith("hook permission-request --socket '/run/x y/a.sock'")

@@ -72,9 +72,7 @@ async def test_every_fixture_line_is_published_once_in_order(
     for sid, path in sids.items():
         events = await rig.events(sid)
         expected = published_count(path) + (published_count(agent) if sid == parent else 0)
-        lines = [f for f in events if f["event"]["type"] != "ai-title" or f["event"]["data"].get("uuid")]
-        titles = [f for f in events if f not in lines]
-        assert len(events) - len(titles) == expected, sid
+        assert len(events) == expected, sid  # title records are lines too; none is invented
         assert [f["sessionSeq"] for f in events] == list(range(1, len(events) + 1))
         seqs = [f["seqId"] for f in events]
         assert seqs == sorted(seqs)
@@ -147,11 +145,11 @@ async def test_backfill_publishes_the_last_events_of_a_recent_file(
     rig = make_rig(backfill_events=5)
     await rig.engine.start()
     frames = await rig.events("s1")
-    assert texts(frames) == ["a17", "q18", "a18", "q19", "a19", "ai-title"]
+    assert texts(frames) == ["a17", "q18", "a18", "q19", "a19"]
     append(path, user_line("s1", "new"))
     await rig.engine.sync_path(path)
     assert texts(await rig.events("s1"))[-1] == "new"
-    assert len(await rig.events("s1")) == 7
+    assert len(await rig.events("s1")) == 6
     log = await rig.frames(rig.keys.log)
     assert [f["type"] for f in log][-2:] == ["session_event", "turn_status"]
 
@@ -159,7 +157,7 @@ async def test_backfill_publishes_the_last_events_of_a_recent_file(
 async def test_old_file_is_registered_not_replayed(make_rig: RigFactory, claude_dir: Path) -> None:
     """A file older than the backfill window publishes nothing until a line is appended."""
     path = transcript(claude_dir, "s1")
-    path.write_bytes(user_line("s1", "ancient") + b'{"partial":')
+    path.write_bytes(user_line("s1", "ancient") + b'{"type":"future","content":')
     old = time.time() - 48 * 3600
     os.utime(path, (old, old))
     rig = make_rig(backfill_max_age_hours=24)
@@ -169,7 +167,7 @@ async def test_old_file_is_registered_not_replayed(make_rig: RigFactory, claude_
     assert committed is not None and int(committed.split(b":")[0]) == len(user_line("s1", "ancient"))
     append(path, b'"x"}\n' + user_line("s1", "fresh"))
     await rig.engine.sync_path(path)
-    assert [f["event"]["type"] for f in await rig.events("s1")][:2] == ["unknown", "user"]
+    assert [f["event"]["type"] for f in await rig.events("s1")][:2] == ["future", "user"]
 
 
 async def test_a_collector_that_lost_a_reply_adopts_the_committed_offset(
@@ -185,7 +183,7 @@ async def test_a_collector_that_lost_a_reply_adopts_the_committed_offset(
         first, second = (rig_a, rig_b) if i % 2 == 0 else (rig_b, rig_a)
         await first.engine.sync_path(path)
         await second.engine.sync_path(path)
-    names = [t for t in texts(await rig_a.events("s1")) if t != "ai-title"]
+    names = texts(await rig_a.events("s1"))
     assert names == ["l0a", "l0b", "l1a", "l1b", "l2a", "l2b"]
 
 
@@ -203,7 +201,7 @@ async def test_legacy_agent_sibling_goes_to_its_parent_session(
     frames = await rig.events("p1")
     side = [f for f in frames if f["event"].get("sidechain")]
     assert texts(side) == ["agent prompt"] and side[0]["event"]["agentId"] == "x9"
-    assert (await rig.client.hget(rig.keys.session("p1"), "title")) == b"parent prompt"
+    assert (await rig.client.hget(rig.keys.session("p1"), "firstPrompt")) == b"parent prompt"
 
 
 async def test_data_loss_gets_a_new_epoch_and_recent_history(
@@ -223,5 +221,5 @@ async def test_data_loss_gets_a_new_epoch_and_recent_history(
     await rig.engine.start()
     assert rig.engine.pub.epoch != old_epoch
     frames = await rig.events("s1")
-    assert texts(frames) == ["m3", "m4", "m5", "ai-title"]
+    assert texts(frames) == ["m3", "m4", "m5"]
     assert frames[0]["seqId"] == 2  # 1 is session_started

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,20 @@ def write_process_file(claude_dir: Path, pid: int, sid: str, **extra: Any) -> Pa
     return path
 
 
+@pytest.fixture
+def child() -> Iterator[subprocess.Popen[bytes]]:
+    """A real process standing in for a running ``claude`` (killed at teardown)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait(10)
+
+
+def exit_child(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait(10)
+
+
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait(10)
@@ -63,19 +76,22 @@ def summary(frames: list[dict[str, Any]]) -> list[tuple[str, ...]]:
 
 
 async def test_live_process_file_drives_turns_and_its_exit_ends_the_session(
-    make_rig: RigFactory, claude_dir: Path
+    make_rig: RigFactory, claude_dir: Path, child: subprocess.Popen[bytes]
 ) -> None:
-    """status busy/waiting/idle from sessions/<pid>.json; the file's removal ends the session."""
+    """status busy/waiting/idle from sessions/<pid>.json; the process's exit ends the session."""
     rig = make_rig()
     await rig.engine.start()
-    pf = write_process_file(claude_dir, os.getpid(), "s1", status="busy")
+    pf = write_process_file(claude_dir, child.pid, "s1", status="busy")
     await rig.engine.sync_processes()
-    write_process_file(claude_dir, os.getpid(), "s1", status="waiting", waitingFor="approve Bash")
+    write_process_file(claude_dir, child.pid, "s1", status="waiting", waitingFor="approve Bash")
     await rig.engine.sync_processes()
     await rig.engine.sync_processes()  # unchanged: nothing new
-    write_process_file(claude_dir, os.getpid(), "s1", status="idle")
+    write_process_file(claude_dir, child.pid, "s1", status="idle")
     await rig.engine.sync_processes()
     pf.unlink()
+    await rig.engine.sync_processes()
+    assert await rig.client.hget(rig.keys.session("s1"), "live") == b"1"  # still running
+    exit_child(child)
     await rig.engine.sync_processes()
     log = await rig.frames(rig.keys.log)
     assert summary(log) == [
@@ -90,11 +106,13 @@ async def test_live_process_file_drives_turns_and_its_exit_ends_the_session(
     assert h[b"live"] == b"0" and h[b"ended"] == b"1" and h[b"pid"] == b""
 
 
-async def test_live_status_overrides_the_transcript(make_rig: RigFactory, claude_dir: Path) -> None:
+async def test_live_status_overrides_the_transcript(
+    make_rig: RigFactory, claude_dir: Path, child: subprocess.Popen[bytes]
+) -> None:
     """While the process reports busy, an assistant end_turn line does not make it idle."""
     rig = make_rig()
     await rig.engine.start()
-    write_process_file(claude_dir, os.getpid(), "s2", status="busy")
+    write_process_file(claude_dir, child.pid, "s2", status="busy")
     await rig.engine.sync_processes()
     path = transcript(claude_dir, "s2")
     append(path, user_line("s2", "go") + assistant_line("s2", "done"))
@@ -155,18 +173,35 @@ async def test_backstop_idles_a_silent_turn(make_rig: RigFactory, claude_dir: Pa
 
 
 async def test_a_process_that_died_while_the_collector_was_down_ends_its_session(
-    make_rig: RigFactory, claude_dir: Path
+    make_rig: RigFactory, claude_dir: Path, child: subprocess.Popen[bytes]
 ) -> None:
     """On start, a live session whose recorded process is gone is ended (reason exit)."""
     rig = make_rig()
     await rig.engine.start()
-    pf = write_process_file(claude_dir, os.getpid(), "s6", status="idle")
+    pf = write_process_file(claude_dir, child.pid, "s6", status="idle")
     await rig.engine.sync_processes()
     assert await rig.client.hget(rig.keys.session("s6"), "live") == b"1"
-    pf.unlink()  # the process "exits" while no collector runs
+    pf.unlink()  # the process exits while no collector runs
+    exit_child(child)
     fresh = make_rig()
     await fresh.engine.start()
     h = await fresh.client.hgetall(fresh.keys.session("s6"))
     assert h[b"live"] == b"0" and h[b"ended"] == b"1"
     ended = [f for f in await fresh.frames(fresh.keys.log) if f["type"] == "session_ended"]
     assert [f["reason"] for f in ended] == ["exit"]
+
+
+async def test_draining_a_session_reads_transcripts_not_reported_yet(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    """drain_session publishes a session's transcript even before the watcher reported it."""
+    rig = make_rig()
+    await rig.engine.start()
+    path = transcript(claude_dir, "s7")
+    append(path, user_line("s7", "hello") + assistant_line("s7", "hi"))
+    await rig.engine.drain_session("s7")
+    events = await rig.events("s7")
+    texts = [f["event"]["blocks"][0]["text"] for f in events if f["event"]["blocks"]]
+    assert texts == ["hello", "hi"]
+    await rig.engine.drain_session("s7")  # nothing new: nothing twice
+    assert len(await rig.events("s7")) == len(events)

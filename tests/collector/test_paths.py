@@ -38,3 +38,20 @@ def test_other_files_are_not_transcripts() -> None:
     ]:
         assert classify(ROOT, ROOT / p) is None, p
     assert classify(ROOT, Path("/elsewhere/projects/-x/s.jsonl")) is None
+
+
+def test_names_outside_the_session_id_shape_are_not_transcripts() -> None:
+    """Ids that would splice Redis keys, read as options or escape a path are refused."""
+    for p in [
+        "projects/-x/abc:events.jsonl",
+        "projects/-x/--dangerously-skip-permissions.jsonl",
+        "projects/-x/-r.jsonl",
+        "projects/-x/a b.jsonl",
+        "projects/-x/" + "a" * 65 + ".jsonl",
+        "projects/-x/agent-x:y.jsonl",
+        "projects/-x/s:1/subagents/agent-a.jsonl",
+        "projects/-x/s1/subagents/agent-.jsonl",
+    ]:
+        assert classify(ROOT, ROOT / p) is None, p
+    uuid_name = "projects/-x/5c1de74c-e5ce-48cf-94e6-491b2115c20b.jsonl"
+    assert classify(ROOT, ROOT / uuid_name) is not None

@@ -52,6 +52,12 @@ def user_texts(client: redis.Redis, keys: Keys, sid: str) -> list[str]:
     return [t for t in session_texts(client, keys, sid) if t.startswith("line-")]
 
 
+def stored_offset(client: redis.Redis, keys: Keys, claude_dir: Path, path: Path) -> int:
+    """The file offset the collector (host ``testhost``) committed for ``path``; -1 before any."""
+    value = client.hget(keys.offsets("testhost"), path.relative_to(claude_dir).as_posix())
+    return int(bytes(value).split(b":")[0]) if value else -1
+
+
 def assert_log_contiguous(client: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
     log = frames_of(client, keys.log)
     assert [f["seqId"] for f in log] == list(range(1, len(log) + 1))
@@ -124,14 +130,17 @@ def test_redis_outage_then_catch_up(private_server: Any, namespace: str, keys: K
         srv.stop()
         for i in range(1, 30):
             append(path, user_line("out", f"line-{i}"))
-        time.sleep(1.0)  # the collector meets the outage (reads, fails, backs off)
+        # the collector meets the outage (reads, fails, backs off) and says so
+        poll(lambda: "redis unavailable" in proc.log_path.read_text(), timeout_s=60)
         assert proc.alive()
         srv.start()
+        poll(lambda: "redis is reachable again" in proc.log_path.read_text(), timeout_s=60)
         poll(lambda: len(user_texts(client, keys, "out")) >= 30, timeout_s=60)
-        time.sleep(0.5)
+        # caught up: its stored offset is the file's end, so nothing more is coming
+        size = path.stat().st_size
+        poll(lambda: stored_offset(client, keys, claude_dir, path) == size, timeout_s=60)
         assert user_texts(client, keys, "out") == [f"line-{i}" for i in range(30)]
         assert_log_contiguous(client, keys)
-        assert "redis unavailable" in proc.log_path.read_text()
 
 
 def test_flushall_gets_a_new_epoch_and_recent_history(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.turns import TurnChange, TurnTracker
+from collector.turns import LIVE_IDLE_GRACE_MS, TurnChange, TurnTracker
 
 
 def test_transcript_drives_turns_without_duplicates() -> None:
@@ -58,3 +58,69 @@ def test_end_closes_an_open_turn() -> None:
     t.on_line("working", 1)
     assert t.on_end(5) == TurnChange("idle", 5)
     assert t.on_end(6) is None
+
+
+def test_early_live_idle_is_ignored_while_relaybus_runs_the_prompt() -> None:
+    """-p says idle 5-25 ms before busy: during relaybus's own run that idle changes nothing."""
+    t = TurnTracker(state="idle")
+    assert t.on_prompt(100) == TurnChange("working", 100)
+    assert t.on_run(True, 100) is None
+    assert t.on_live("idle", None, 110) is None
+    assert t.on_live("busy", None, 120) is None
+    assert t.on_line("working", 130) is None
+    assert t.on_line("idle", 200) is None  # the live file still says busy
+    assert t.on_live(None, None, 210) == TurnChange("idle", 210)  # file removed at exit
+    assert t.on_live("idle", None, 212) is None  # re-created for a few ms
+    assert t.on_run(False, 260) is None
+
+
+def test_stale_live_idle_after_a_prompt_waits_for_busy() -> None:
+    """A prompt typed into tmux: the live file's idle from before it is no turn end."""
+    t = TurnTracker()
+    t.on_live("idle", None, 0)
+    assert t.on_prompt(100) == TurnChange("working", 100)
+    assert t.on_live("idle", None, 150) is None
+    assert t.on_tick(150 + LIVE_IDLE_GRACE_MS * 5, 120_000) is None
+    assert t.on_live("busy", None, 20_000) is None
+
+
+def test_interactive_idle_before_the_last_line_waits_for_it() -> None:
+    """Interactive idle comes 60-140 ms before the turn's last line: idle then, once."""
+    t = TurnTracker()
+    assert t.on_live("busy", None, 0) == TurnChange("working", 0)
+    assert t.on_line("working", 10) is None
+    assert t.on_live("idle", None, 500) is None
+    assert t.on_line(None, 560) is None
+    assert t.on_line("idle", 600) == TurnChange("idle", 600)
+
+
+def test_live_idle_without_a_transcript_end_counts_after_the_grace() -> None:
+    """When no line ends the turn, the live file's idle does after LIVE_IDLE_GRACE_MS."""
+    t = TurnTracker()
+    t.on_live("busy", None, 0)
+    t.on_line("working", 10)
+    assert t.on_live("idle", None, 500) is None
+    assert not t.live_idle_due(500 + LIVE_IDLE_GRACE_MS - 1)
+    assert t.live_idle_due(500 + LIVE_IDLE_GRACE_MS)
+    assert t.on_tick(500 + LIVE_IDLE_GRACE_MS, 120_000) == TurnChange(
+        "idle", 500 + LIVE_IDLE_GRACE_MS
+    )
+
+
+def test_a_held_permission_request_wins_over_the_live_file() -> None:
+    """waiting (approve Edit) while relaybus holds a request, whatever the live file says."""
+    t = TurnTracker()
+    t.on_live("busy", None, 0)
+    assert t.on_approval("approve Edit", 10) == TurnChange("waiting", 10, "approve Edit")
+    assert t.on_live("waiting", "permission prompt", 20) is None
+    assert t.on_live("busy", None, 30) is None
+    assert t.on_approval(None, 40) == TurnChange("working", 40)
+
+
+def test_backstop_then_tool_result_revives_the_turn() -> None:
+    """After the backstop, a main-session tool result (activity) brings working back."""
+    t = TurnTracker()
+    t.on_line("working", 0)
+    assert t.on_tick(130_000, 120_000) == TurnChange("idle", 130_000)
+    assert t.on_line(None, 140_000, activity=False) is None
+    assert t.on_line(None, 150_000, activity=True) == TurnChange("working", 150_000)

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -162,7 +163,7 @@ async def test_prompt_runs_once_and_turn_follows(start_bus: Callable[..., Any]) 
     await wait_for(lambda: ("ended", sid, None) in bus.hooks.calls, what="turn end")
     assert texts(path, "user")[-1] == "what now?"
     assert texts(path, "assistant")[-1] == "Done: what now?"
-    assert [r["argv"][1:3] for r in bus.runs()] == [["--resume", sid]]
+    assert [r["argv"][1] for r in bus.runs()] == [f"--resume={sid}"]
     assert bus.count("prompt", "ok") == 1
 
 
@@ -215,7 +216,7 @@ async def test_new_conversation_then_first_prompt_uses_session_id(
     assert texts(path, "user") == ["hello new"]
     assert (await bus.call(c.PROMPT, sid, message="again")).ok
     await wait_for(lambda: len(texts(path, "user")) == 2, what="second run")
-    assert [r["argv"][1] for r in bus.runs()] == ["--session-id", "--resume"]
+    assert [r["argv"][1] for r in bus.runs()] == [f"--session-id={sid}", f"--resume={sid}"]
 
 
 async def test_busy_and_interrupt_through_the_stream(start_bus: Callable[..., Any]) -> None:
@@ -301,3 +302,109 @@ async def test_same_command_twice_runs_once_and_answers_twice(start_bus: Callabl
     answers = [r for r in await bus.replies() if r.command_id == cmd.id]
     assert answers == [first, first]
     assert texts(path, "user").count("once") == 1
+
+
+async def test_a_run_that_fails_at_once_is_answered_with_its_reason(
+    start_bus: Callable[..., Any], tmp_path: Path
+) -> None:
+    """claude -p exits 1 ("No conversation found") before taking the prompt: prompt_failed."""
+    bus: Bus = await start_bus()
+    sid, _ = await bus.session()
+    elsewhere = tmp_path / "elsewhere"  # the CLI looks for the conversation under this cwd
+    elsewhere.mkdir()
+    await bus.client.hset(bus.keys.session(sid), "cwd", str(elsewhere))
+    reply = await bus.call(c.PROMPT, sid, message="hello?")
+    assert (reply.ok, reply.code) == (False, c.PROMPT_FAILED)
+    assert reply.message is not None and "No conversation found" in reply.message
+    await wait_for(lambda: any(k == "failed" for k, *_ in bus.hooks.calls), what="failure hook")
+
+
+async def test_a_run_that_fails_after_taking_the_prompt_sends_a_late_reply(
+    start_bus: Callable[..., Any],
+) -> None:
+    """The run took the prompt (prompt_sent), then exits 1: a second, late reply names why."""
+    bus: Bus = await start_bus()
+    sid, _ = await bus.session()
+    cmd = bus.command(c.PROMPT, sid, message="FAIL please")
+    await bus.send(cmd)
+    first = await bus.reply_to(cmd)
+    assert first.ok
+
+    async def late() -> Reply | None:
+        return next((r for r in await bus.replies()
+                     if r.command_id == cmd.id and r.data.get(c.LATE)), None)
+
+    second = await wait_for(late, what="the late failure")
+    assert (second.ok, second.code) == (False, c.PROMPT_FAILED)
+    assert second.message is not None and "stand-in refusal" in second.message
+    assert c.client_frame(cmd, second)["type"] == "error"
+
+
+async def test_a_prompt_while_the_interrupted_run_exits_is_queued(
+    start_bus: Callable[..., Any],
+) -> None:
+    """Right after an interrupt the next prompt waits for the run to end, then runs: not busy."""
+    bus: Bus = await start_bus()
+    sid, path = await bus.session()
+    assert (await bus.call(c.PROMPT, sid, message="LONG task")).ok
+    await wait_for(lambda: "LONG task" in texts(path, "user"), what="long turn")
+    interrupt = bus.command(c.INTERRUPT, sid)
+    follow = bus.command(c.PROMPT, sid, message="follow-up")
+    await bus.send(interrupt)
+    await bus.send(follow)
+    assert (await bus.reply_to(interrupt)).ok
+    reply = await bus.reply_to(follow)
+    assert reply.ok, reply
+    await wait_for(lambda: "Done: follow-up" in texts(path, "assistant"), what="follow-up answer")
+    assert texts(path, "user")[-2:] == [INTERRUPTED, "follow-up"]
+    assert len(bus.runs()) == 2
+
+
+async def test_a_live_session_outside_tmux_refuses_prompts(start_bus: Callable[..., Any]) -> None:
+    """A Claude Code process relaybus cannot type into owns the session: not_controllable."""
+    bus: Bus = await start_bus()
+    sid, _ = await bus.session()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(120)")
+    try:
+        (bus.claude_dir / "sessions" / f"{proc.pid}.json").write_text(
+            json.dumps({"pid": proc.pid, "sessionId": sid, "cwd": str(bus.workdir)})
+        )
+        reply = await bus.call(c.PROMPT, sid, message="hi")
+        assert (reply.ok, reply.code) == (False, c.NOT_CONTROLLABLE)
+        assert bus.runs() == []  # no second writer
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+async def test_an_interrupt_of_a_session_shown_working_is_never_no_active_turn(
+    start_bus: Callable[..., Any],
+) -> None:
+    """Shown working, nothing here to stop: interrupt_unavailable; shown idle: no_active_turn."""
+    bus: Bus = await start_bus()
+    sid, _ = await bus.session()
+    assert (await bus.call(c.INTERRUPT, sid)).code == c.NO_ACTIVE_TURN
+    await bus.client.hset(bus.keys.session(sid), "state", "working")
+    assert (await bus.call(c.INTERRUPT, sid)).code == c.INTERRUPT_UNAVAILABLE
+
+
+async def test_an_interrupt_is_not_held_up_by_a_starting_prompt(
+    start_bus: Callable[..., Any], claude_bin: Path, tmp_path: Path
+) -> None:
+    """A prompt waits for its slow-starting run to take it; the session's interrupt, sent
+    right after, is answered meanwhile (commands run in tasks, in order per session)."""
+    slow = tmp_path / "slow-claude"
+    slow.write_text(f"#!/bin/sh\nsleep 8\nexec {claude_bin} \"$@\"\n")
+    slow.chmod(0o755)
+    bus: Bus = await start_bus(claude_bin=str(slow))
+    sid, _ = await bus.session()
+    prompt = bus.command(c.PROMPT, sid, message="hello")
+    interrupt = bus.command(c.INTERRUPT, sid)
+    sent = time.monotonic()
+    await bus.send(prompt)
+    await bus.send(interrupt)
+    ack = await bus.reply_to(interrupt)
+    assert time.monotonic() - sent < 6  # not after the 8 s start the prompt waits for
+    assert ack.ok and ack.data == {"driver": "headless"}
+    reply = await bus.reply_to(prompt)
+    assert reply.ok  # interrupted before it began: not a failure

@@ -196,6 +196,28 @@ async def test_interrupt_busy_and_idle_interrupt(
     assert "more" not in texts(path, "user")
 
 
+async def test_a_failed_run_reaches_the_client_after_prompt_sent(
+    hosts: Callable[..., Host], gateways: Callable[..., Any], admin: aioredis.Redis, keys: Keys
+) -> None:
+    """The run took the prompt, then exits 1: the sender gets error{prompt_failed} naming the
+    reason, watchers an error event, and the turn ends idle — never prompt_sent then silence."""
+    host = hosts("hostA")
+    sid, _path = host.session()
+    await _published(admin, keys, sid, "hostA")
+    gw = await gateways()
+    async with WsClient(gw.ws, token="full-token") as ws:
+        await _watch(ws, sid)
+        mark = len(ws.received)
+        await ws.send({"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "FAIL now"})
+        await ws.expect("prompt_sent", wait_s=30)
+        err = await ws.expect("error", wait_s=30)
+        await ws.until(lambda fs: _states(ws, sid, mark)[-1:] == ["idle"], wait_s=30)
+    assert (err["code"], err["requestId"], err["sessionId"]) == ("prompt_failed", "p1", sid)
+    assert "stand-in refusal" in err["message"]
+    events = [f["event"] for f in ws.received[mark:] if f["type"] == "session_event"]
+    assert any(e.get("subtype") == "relaybus_error" for e in events)
+
+
 async def test_new_conversation_then_first_prompt(
     hosts: Callable[..., Host], gateways: Callable[..., Any], admin: aioredis.Redis, keys: Keys
 ) -> None:

@@ -79,11 +79,15 @@ def test_interrupt_codes_become_interrupt_ack(code: str) -> None:
     assert frame["type"] == "interrupt_ack" and frame["ok"] is False and frame["errorCode"] == code
 
 
-def test_gateway_refusals_are_errors_for_every_type() -> None:
-    """forbidden/host_offline/timeout are error frames whatever the command."""
-    for type_ in sorted(c.COMMAND_TYPES):
+def test_gateway_refusals_are_errors_except_for_interrupts() -> None:
+    """host_offline/timeout/unknown_session are error frames, but interrupt_ack for an interrupt."""
+    for type_ in sorted(c.COMMAND_TYPES - {c.INTERRUPT}):
         for code in (c.FORBIDDEN, c.HOST_OFFLINE, c.TIMEOUT):
             assert c.refusal(type_, code, "m", request_id="r")["type"] == "error"
+    for code in (c.HOST_OFFLINE, c.TIMEOUT, c.UNKNOWN_SESSION, c.PROMPTS_DISABLED):
+        frame = c.refusal(c.INTERRUPT, code, "m", request_id="r", session_id="s")
+        assert frame == {"type": "interrupt_ack", "ok": False, "errorCode": code, "message": "m",
+                         "sessionId": "s", "requestId": "r"}
 
 
 def test_new_conversation_outcomes_are_acks() -> None:

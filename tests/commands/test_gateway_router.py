@@ -127,12 +127,15 @@ async def test_read_only_token_is_forbidden(gw: RunningGateway, admin: aioredis.
 
 
 async def test_unknown_session(gw: RunningGateway) -> None:
-    """A command for a session nobody knows is error{code:unknown_session}."""
+    """A command for a session nobody knows is refused unknown_session (an interrupt: as its ack)."""
     async with WsClient(gw.ws, token="full-token") as ws:
         await ws.hello()
-        await ws.send({"type": "interrupt_request", "requestId": "r", "sessionId": "nope"})
+        await ws.send({"type": "prompt", "requestId": "p", "sessionId": "nope", "message": "x"})
         err = await ws.expect("error")
-    assert (err["code"], err["requestId"]) == ("unknown_session", "r")
+        await ws.send({"type": "interrupt_request", "requestId": "r", "sessionId": "nope"})
+        ack = await ws.expect("interrupt_ack")
+    assert (err["code"], err["requestId"]) == ("unknown_session", "p")
+    assert (ack["ok"], ack["errorCode"], ack["requestId"]) == (False, "unknown_session", "r")
 
 
 async def test_host_without_heartbeat_is_offline_at_once(
@@ -155,14 +158,14 @@ async def test_host_without_heartbeat_is_offline_at_once(
 async def test_silent_host_times_out(
     gw: RunningGateway, admin: aioredis.Redis, keys: Keys, workdir: Path, claude_dir: Path
 ) -> None:
-    """A live heartbeat but no consumer: error{code:timeout} after command_timeout_seconds."""
+    """A live heartbeat but no consumer: timeout after command_timeout_seconds (an interrupt's ack)."""
     sid = await _session(admin, keys, workdir, claude_dir, "mute")
     await admin.set(keys.host("mute"), b"{}", ex=60)
     async with WsClient(gw.ws, token="full-token") as ws:
         await ws.hello()
         await ws.send({"type": "interrupt_request", "requestId": "r", "sessionId": sid})
-        err = await ws.expect("error", wait_s=30)
-    assert (err["code"], err["requestId"]) == ("timeout", "r")
+        ack = await ws.expect("interrupt_ack", wait_s=30)
+    assert (ack["ok"], ack["errorCode"], ack["requestId"]) == (False, "timeout", "r")
     entries = await admin.xrange(keys.cmd("mute"))
     assert len(entries) == 1 and entries[0][1][b"type"] == b"interrupt_request"
 

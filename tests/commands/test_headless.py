@@ -33,7 +33,7 @@ def _seed(claude_dir: Path, cwd: Path, sid: str) -> Path:
 async def test_prompt_resumes_session_and_reports_turn(
     claude_dir: Path, claude_bin: Path, workdir: Path, tmp_path: Path
 ) -> None:
-    """A prompt runs `-p --resume <sid> <args> -- <msg>` in the cwd; the turn starts and ends."""
+    """A prompt runs `-p --resume=<sid> <args> -- <msg>` in the cwd; the turn starts and ends."""
     sid = str(uuid.uuid4())
     path = _seed(claude_dir, workdir, sid)
     hooks = RecordingHooks()
@@ -47,7 +47,7 @@ async def test_prompt_resumes_session_and_reports_turn(
     assert texts(path, "assistant")[-1] == "Done: -- hello there"
     call = json.loads((tmp_path / "fake-claude.log").read_text().splitlines()[-1])
     assert call["argv"] == [
-        "-p", "--resume", sid, "--permission-mode", "acceptEdits", "--", "-- hello there"
+        "-p", f"--resume={sid}", "--permission-mode", "acceptEdits", "--", "-- hello there"
     ]
     assert call["cwd"] == str(workdir)
 
@@ -136,3 +136,23 @@ async def test_close_kills_runs_that_ignore_the_interrupt(
     await driver.prompt("s1", str(workdir), "x", new=False, trace_id=None)
     await driver.aclose(wait_s=0.5)
     assert not driver.busy("s1") and ("ended", "s1", None) in hooks.calls
+
+
+async def test_child_gets_no_relaybus_secrets_and_no_option_like_id(
+    claude_dir: Path, claude_bin: Path, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI child never sees RELAYBUS_* or Redis passwords; an id shaped like a flag never runs."""
+    monkeypatch.setenv("RELAYBUS_REDIS_URL", "redis://:hunter2@127.0.0.1:6379/0")
+    monkeypatch.setenv("RELAYBUS_TOKENS", "sekrit")
+    monkeypatch.setenv("REDISCLI_AUTH", "hunter2")
+    sid = str(uuid.uuid4())
+    _seed(claude_dir, workdir, sid)
+    hooks = RecordingHooks()
+    driver = _driver(claude_dir, claude_bin, hooks)
+    await driver.prompt(sid, str(workdir), "env?", new=False, trace_id=None)
+    await wait_for(lambda: ("ended", sid, None) in hooks.calls, what="run end")
+    calls = [json.loads(x) for x in (tmp_path / "fake-claude.log").read_text().splitlines()]
+    assert calls[-1]["secretEnv"] == []
+    with pytest.raises(DriverError):
+        await driver.prompt("--dangerously-skip-permissions", str(workdir), "x", new=False, trace_id=None)
+    assert len((tmp_path / "fake-claude.log").read_text().splitlines()) == len(calls)

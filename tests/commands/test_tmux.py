@@ -50,6 +50,20 @@ async def _live_pid(claude_dir: Path, sid: str) -> int:
     return live.pid
 
 
+async def test_the_pane_named_by_the_live_file_is_used(
+    tmux: TmuxServer, claude_dir: Path, workdir: Path
+) -> None:
+    """The live file's ``tmux`` field ("main:@0.%N") names the pane; a wrong name is no pane."""
+    sid = str(uuid.uuid4())
+    _start_interactive(tmux, claude_dir, workdir, sid)
+    pid = await _live_pid(claude_dir, sid)
+    pane_id = tmux.run("list-panes", "-t", "main", "-F", "#{pane_id}").split()[0]
+    window = tmux.run("list-panes", "-t", "main", "-F", "#{window_id}").split()[0]
+    pane = await TmuxDriver().named_pane(pid, f"main:{window}.{pane_id}")
+    assert pane is not None and pane.pane_id == pane_id and pane.socket.endswith(tmux.name)
+    assert await TmuxDriver().named_pane(pid, "main:@99.%999") is None
+
+
 async def test_find_pane_walks_the_process_tree(
     tmux: TmuxServer, claude_dir: Path, workdir: Path
 ) -> None:
@@ -115,3 +129,29 @@ async def test_prompt_and_interrupt_through_the_pane(
     assert reply.ok and reply.data == {"driver": "tmux"}
     await wait_for(lambda: texts(path, "user")[-1] == INTERRUPTED, what="interruption")
     assert "meanwhile" not in texts(path, "user")
+
+
+async def test_control_characters_never_reach_the_pane(
+    tmux: TmuxServer,
+    claude_dir: Path,
+    workdir: Path,
+    server: RedisServer,
+    namespace: str,
+    admin: aioredis.Redis,
+) -> None:
+    """\\r, ^C, ESC and an early paste end are refused whole; paste markers alone are stripped."""
+    sid = str(uuid.uuid4())
+    keys = Keys(namespace)
+    _start_interactive(tmux, claude_dir, workdir, sid)
+    await _live_pid(claude_dir, sid)
+    await admin.hset(keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"})
+    settings = make_settings(server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent")
+    controller = Controller(settings, admin, RecordingHooks())
+    path = transcript_path(claude_dir, str(workdir), sid)
+    for attack in ["look\rrm -rf ~", "a\x03b", "x\x1b", "one\ntwo\x1b[201~\rthree", "c1\x9b2~"]:
+        reply = await controller.execute(_cmd(c.PROMPT, sid, message=attack))
+        assert (reply.ok, reply.code) == (False, "invalid_message"), attack
+    ok = await controller.execute(_cmd(c.PROMPT, sid, message="\x1b[200~safe\r\nend\x1b[201~"))
+    assert ok.ok
+    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: safe\nend"], what="clean prompt")
+    assert texts(path, "user") == ["safe\nend"]

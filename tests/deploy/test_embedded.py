@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -141,3 +144,86 @@ def test_server_dies_with_an_owner_killed_by_sigkill(tmp_path: Path) -> None:
             owner.wait(10)
         if owner.stdout is not None:
             owner.stdout.close()
+
+
+def test_the_password_never_goes_to_whoever_holds_the_old_port(tmp_path: Path) -> None:
+    """After a run, another process takes the old port: the next start sends it nothing, and starts."""
+    first = EmbeddedServer(tmp_path / "srv")
+    first.start()
+    old_port = first.port
+    first.stop()
+    impostor = socket.socket()
+    impostor.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    impostor.bind(("127.0.0.1", old_port))
+    impostor.listen(8)
+    impostor.settimeout(0.2)
+    received: list[bytes] = []
+    done = threading.Event()
+
+    def record() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = impostor.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                with contextlib.suppress(OSError):
+                    received.append(conn.recv(65536))
+                    conn.sendall(b"+OK\r\n+PONG\r\n")
+
+    t = threading.Thread(target=record, daemon=True)
+    t.start()
+    try:
+        with EmbeddedServer(tmp_path / "srv") as again:
+            assert again.port != old_port
+            assert redis.Redis.from_url(again.url, socket_timeout=5).ping()
+            password = again.password
+    finally:
+        done.set()
+        t.join(5)
+        impostor.close()
+    assert not any(password.encode() in r for r in received)
+    assert received == []
+
+
+def test_a_stale_server_is_stopped_through_its_private_socket(tmp_path: Path) -> None:
+    """The orphan is reached over the Unix socket in the 0700 data dir, never over TCP."""
+    stale = EmbeddedServer(tmp_path / "srv")
+    stale.start()
+    orphan = stale.proc
+    assert orphan is not None
+    sock = stale.socket_path
+    assert stat.S_ISSOCK(sock.lstat().st_mode)
+    assert stat.S_IMODE(sock.lstat().st_mode) & 0o077 == 0
+    assert (tmp_path / "srv" / "server.pid").read_text().strip() == str(orphan.pid)
+    stale.proc = None
+    stale.stop()
+    try:
+        with EmbeddedServer(tmp_path / "srv"):
+            assert orphan.wait(30) == 0
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait(10)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pid check reads /proc")
+def test_a_stale_server_without_a_socket_is_stopped_by_its_recorded_pid(tmp_path: Path) -> None:
+    """A data dir too deep for a Unix socket: the orphan is recognised by pid file and cwd."""
+    data = tmp_path / ("d" * 100) / "srv"
+    stale = EmbeddedServer(data)
+    stale.start()
+    orphan = stale.proc
+    assert orphan is not None
+    assert not stale.socket_path.exists()
+    stale.proc = None
+    stale.stop()
+    try:
+        with EmbeddedServer(data) as fresh:
+            assert orphan.wait(30) == 0  # SIGTERM: a clean shutdown
+            assert redis.Redis.from_url(fresh.url, socket_timeout=5).ping()
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait(10)

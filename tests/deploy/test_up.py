@@ -6,17 +6,19 @@ import signal
 import socket
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from shared.up import lan_address
-from tests.support.collector_records import append, transcript, user_line
+from tests.conftest import BINARIES, DEFAULT_KIND
+from tests.support.collector_records import append, poll, transcript, user_line
+from tests.support.commands_env import wait_for
 from tests.support.deploy_up import UpProc, child_pids, gone
 from tests.support.gateway_client import Frame, WsClient
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, free_port
 
 
 @pytest.fixture
@@ -47,6 +49,9 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
     banner = up.start().wait_banner()
     token = banner["Token"]
     assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/#token={token}"
+    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
+    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
+    assert "24 h" in banner["Watching"]
     token_file = up.state_dir / "token"
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
@@ -124,23 +129,102 @@ async def test_up_with_a_redis_url_starts_no_embedded_server(
         up.kill()
 
 
+def _failed_start(up: UpProc) -> str:
+    """Run ``up`` to its exit; the one line it printed on stderr (exit 1, no banner)."""
+    up.start()
+    assert up.proc is not None
+    assert up.proc.wait(90) == 1
+    lines = up.err.read_text().strip().splitlines()
+    assert len(lines) == 1, up.log()
+    assert "Open on your phone" not in up.out.read_text()
+    return lines[0]
+
+
 def test_up_fails_cleanly_when_its_port_is_taken(tmp_path: Path, claude_dir: Path) -> None:
-    """The gateway cannot bind: `relaybus up` exits non-zero, says why, and stops the
-    server it started."""
+    """The gateway's port is taken: `relaybus up` says so in one line naming the port,
+    exit 1, before it starts a server."""
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         up = UpProc(tmp_path, claude_dir, port=blocker.getsockname()[1])
         try:
-            up.start()
-            assert up.proc is not None
-            assert up.proc.wait(90) != 0
-            assert "address already in use" in up.log()
+            line = _failed_start(up)
         finally:
             up.kill()
-    conf = (up.state_dir / "server" / "server.conf").read_text()
-    assert not _port_open(int(conf.split("\nport ")[1].split()[0]))
-    assert "Stop with Ctrl-C" not in up.out.read_text()
+    assert line.startswith(f"relaybus up: port {up.port} on 127.0.0.1 (RELAYBUS_GATEWAY_PORT)")
+    assert "already in use" in line
+    assert not (up.state_dir / "server").exists()
+
+
+def test_up_names_a_taken_metrics_port_once(tmp_path: Path, claude_dir: Path) -> None:
+    """The collector's metrics port is taken: one line naming it (not two tracebacks)."""
+    with socket.socket() as blocker:
+        blocker.bind(("0.0.0.0", 0))
+        blocker.listen()
+        taken = blocker.getsockname()[1]
+        up = UpProc(tmp_path, claude_dir)
+        up.args[up.args.index("--collector-metrics-port") + 1] = str(taken)
+        try:
+            line = _failed_start(up)
+        finally:
+            up.kill()
+    assert f"port {taken} on 127.0.0.1 (RELAYBUS_COLLECTOR_METRICS_PORT)" in line  # up: loopback
+
+
+def test_up_refuses_an_unusable_state_dir(tmp_path: Path, claude_dir: Path) -> None:
+    """XDG_STATE_HOME pointing at a file: one line naming the directory and the fix."""
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("")
+    up = UpProc(tmp_path, claude_dir, env={"XDG_STATE_HOME": str(a_file)})
+    try:
+        line = _failed_start(up)
+    finally:
+        up.kill()
+    assert f"state directory {a_file / 'relaybus'} is not usable" in line
+    assert "XDG_STATE_HOME" in line
+
+
+def test_up_wrong_redis_password_is_one_line(
+    tmp_path: Path, claude_dir: Path, private_server: Callable[..., RedisServer]
+) -> None:
+    """A password the configured Redis refuses: one line, exit 1, no phone URL, no token."""
+    srv = private_server()
+    admin = srv.client()
+    admin.config_set("requirepass", "right-pw")
+    admin.close()
+    up = UpProc(tmp_path, claude_dir,
+                env={"RELAYBUS_REDIS_URL": f"redis://:wrong-pw@127.0.0.1:{srv.port}/0"})
+    try:
+        line = _failed_start(up)
+    finally:
+        up.kill()
+    assert line == f"relaybus up: Redis at 127.0.0.1:{srv.port} refused the password (or user) in RELAYBUS_REDIS_URL"
+    assert not (up.state_dir / "token").exists()
+
+
+async def test_up_prints_the_phone_url_only_once_redis_answers(
+    tmp_path: Path, claude_dir: Path
+) -> None:
+    """An unreachable Redis is retried: `up` says it is waiting, and prints the banner with
+    the phone URL only after the server starts answering."""
+    port = free_port()
+    up = UpProc(tmp_path, claude_dir, env={
+        "RELAYBUS_REDIS_URL": f"redis://127.0.0.1:{port}/0", "RELAYBUS_TOKENS": "t0k",
+    })
+    srv = RedisServer(DEFAULT_KIND, BINARIES[DEFAULT_KIND], tmp_path / "late", port=port)
+    try:
+        up.start()
+        poll(lambda: "Waiting for Redis" in up.out.read_text() or (up.proc and up.proc.poll() is not None))
+        text = up.out.read_text()
+        assert f"Waiting for Redis at 127.0.0.1:{port}" in text, up.log()
+        assert "Open on your phone" not in text
+        srv.start()
+        banner = up.wait_banner()
+        assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/"
+        assert up.terminate() == 0
+    finally:
+        up.kill()
+        srv.stop()
 
 
 def test_lan_address_is_an_ipv4_address() -> None:
@@ -148,3 +232,33 @@ def test_lan_address_is_an_ipv4_address() -> None:
     address = lan_address()
     assert socket.inet_aton(address)
     assert not address.startswith("0.")
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local IPv4 addresses (hex, as /proc/net/tcp shows them) listening on ``port``."""
+    found = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = row.split()[1], row.split()[3]
+        address, _, hexport = local.partition(":")
+        if state == "0A" and int(hexport, 16) == port:
+            found.add(address)
+    return found
+
+
+async def test_up_serves_collector_metrics_on_loopback_only(tmp_path: Path, claude_dir: Path) -> None:
+    """Under `relaybus up` the collector's /metrics listens on 127.0.0.1, not on every interface."""
+    proc = UpProc(tmp_path, claude_dir)
+    metrics_port = free_port()
+    proc.args[proc.args.index("--collector-metrics-port") + 1] = str(metrics_port)
+    try:
+        proc.start().wait_banner()
+
+        async def listening() -> set[str]:
+            return _listening_addresses(metrics_port)
+
+        assert await wait_for(listening, what="collector /metrics listening") == {"0100007F"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            page = await http.get(f"http://127.0.0.1:{metrics_port}/metrics")
+            assert "relaybus_collector_lines_read_total" in page.text
+    finally:
+        proc.kill()

@@ -40,12 +40,20 @@ def test_merge_floor_and_late_history() -> None:
 def test_merge_reports_holes() -> None:
     """A hole in the contiguous counter becomes a Gap item before the next event."""
     m = merge([ev(1), ev(2)], [ev(5)])
-    assert m.items[2] == Gap(3, 4, "hole")
+    assert m.items[2] == Gap(3, 4, "trimmed")
     s = merge([ev(10, 1), ev(20, 2)], [ev(40, 4)], by_session_seq=True)
     assert [type(i).__name__ for i in s.items] == ["Event", "Event", "Gap", "Event"]
     assert s.items[2] == Gap(21, 39, "hole")
     ok = merge([ev(10, 1), ev(20, 2)], [ev(30, 3)], by_session_seq=True)
     assert all(isinstance(i, Event) for i in ok.items)
+
+
+def test_merge_reports_a_hole_above_the_floor() -> None:
+    """A live buffer that starts above floor + 1 missed events: a Gap comes first."""
+    m = merge([], [ev(8), ev(9)], floor=5)
+    assert m.items[0] == Gap(6, 7, "trimmed") and m.last_seq == 9
+    assert all(isinstance(i, Event) for i in merge([], [ev(6)], floor=5).items)
+    assert all(isinstance(i, Event) for i in merge([], [ev(8)], floor=5, holes=False).items)
 
 
 def test_leading_gap() -> None:
@@ -73,6 +81,11 @@ def test_parse_valid_frames() -> None:
         ('{"type":"x"}', ErrorCode.UNKNOWN_TYPE),
         ('{"type":"hello","capabilities":"all"}', ErrorCode.INVALID_FIELD),
         ('{"type":"watch_session","sessionId":""}', ErrorCode.INVALID_FIELD),
+        ('{"type":"watch_session","sessionId":"abc:events"}', ErrorCode.INVALID_FIELD),
+        ('{"type":"prompt","sessionId":"--dangerously-skip-permissions","message":"x"}', ErrorCode.INVALID_FIELD),
+        ('{"type":"new_conversation","sessionId":"a/../b"}', ErrorCode.INVALID_FIELD),
+        ('{"type":"new_conversation","host":"h:x"}', ErrorCode.INVALID_FIELD),
+        ('{"type":"accept_diff","requestKey":"k:1"}', ErrorCode.INVALID_FIELD),
         ('{"type":"prompt","sessionId":"a"}', ErrorCode.INVALID_FIELD),
         ('{"type":"list_sessions","p":"' + "x" * 100 + '"}', ErrorCode.FRAME_TOO_LARGE),
     ],

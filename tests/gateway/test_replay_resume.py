@@ -116,7 +116,9 @@ async def test_gap_on_trimmed_log(gw: RunningGateway, rclient: aioredis.Redis, k
         await c.hello([], lastSeqId=5)
         await c.until(lambda _: len(c.events()) == 501 - oldest + 1)
     gap = c.received[1]
-    assert gap == {"type": "gap_detected", "fromSeqId": 6, "toSeqId": oldest - 1, "reason": "trimmed"}
+    assert gap == {"type": "gap_detected", "fromSeqId": 6, "toSeqId": oldest - 1,
+                   "reason": "trimmed", "seqId": 5}
+    assert [f["type"] for f in c.received[:2]] == ["welcome", "gap_detected"]
     assert [e["seqId"] for e in c.events()] == list(range(oldest, 502))
     assert gw.metric("relaybus_gateway_gaps_total", {"reason": "trimmed"}) == 1
 
@@ -148,7 +150,7 @@ async def test_gap_on_trimmed_session_stream(
         await c.until(lambda _: len(c.events()) == 201 - first + 1)
     assert [f["type"] for f in c.received[1:3]] == ["watch_ack", "gap_detected"]
     assert c.received[2] == {"type": "gap_detected", "sessionId": "s1", "fromSeqId": 4,
-                             "toSeqId": first - 1, "reason": "trimmed"}
+                             "toSeqId": first - 1, "reason": "trimmed", "seqId": 3}
     assert [e["seqId"] for e in c.events()] == list(range(first, 202))
 
 

@@ -11,7 +11,8 @@ from tests.support.servers import RedisServer
 
 
 def test_port_taken_exits_1_with_clear_message(server: RedisServer, namespace: str) -> None:
-    """With its port already taken, `python -m gateway` exits 1 naming the address."""
+    """With its port already taken, `python -m gateway` exits 1 with one line naming the
+    address and the variable."""
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -32,6 +33,9 @@ def test_port_taken_exits_1_with_clear_message(server: RedisServer, namespace: s
             timeout=60,
         )
     assert out.returncode == 1
-    assert f"relaybus gateway: gateway failed to start on 127.0.0.1:{port}" in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"relaybus gateway: port {port} on 127.0.0.1 (RELAYBUS_GATEWAY_PORT) is already in use "
+        "by another program: free it or set RELAYBUS_GATEWAY_PORT to another port"
+    ]
     assert "Traceback" not in out.stderr
     assert "never retrieved" not in out.stderr

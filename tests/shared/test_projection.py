@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.projection import RULES, Projected, oversize_line, project_line, title_event
+from shared.projection import RULES, Projected, oversize_line, project_line
 
 SID = "5e551011-0000-4000-8000-000000000001"
 
@@ -71,7 +71,14 @@ def test_record_facts_are_lifted() -> None:
         (user("<local-command-caveat>Caveat: …</local-command-caveat>"), "meta"),
         (line("system", subtype="turn_duration", durationMs=5), "turn-duration"),
         (line("system", subtype="stop_hook_summary", hookCount=1), "stop-hook-summary"),
-        (line("ai-title", aiTitle="A title"), "title"),
+        (line("summary", summary="A summary", leafUuid="u-0"), "summary"),
+        (line("api-request", params={"model": "m"}), "api-request"),
+        (line("api-request-shape", shape={"tools": []}), "api-request-shape"),
+        (line("api-request-blob", message={"role": "user", "content": "x"}), "api-request-blob"),
+        (line("atis-latch", atis=""), "atis-latch"),
+        (line("tools-used", tools=["Bash"]), "tools-used"),
+        (line("file-history-delta", delta={}), "file-history-delta"),
+        (user("Warmup", isSidechain=True, parentUuid=None), "warmup"),
         (b"\n", "blank"),
     ],
 )
@@ -109,21 +116,33 @@ def test_every_rule_key_names_its_type() -> None:
         assert rule.drop is None or rule.drop
 
 
-def test_unknown_record_type_passes_through_neutral() -> None:
-    """An unknown record type is published under its own type with no blocks."""
-    result = project_line(line("pr-link", prUrl="https://example.invalid/pr/1"))
+def test_unknown_record_type_with_content_passes_through_neutral() -> None:
+    """An unknown record type that may hold something to show is published, no blocks."""
+    result = project_line(line("pr-link", prUrl="https://example.invalid/pr/1", content="PR #1"))
     assert result.publish
     event = encoded(result)
     assert event["type"] == "pr-link"
     assert event["blocks"] == []
     assert event["data"]["prUrl"] == "https://example.invalid/pr/1"
+    assert project_line(line("future", message={"role": "user", "content": []})).publish
 
 
-def test_object_without_type_is_unknown_not_malformed() -> None:
-    """A JSON object without a type is a neutral "unknown" event, not a malformed line."""
-    result = project_line(b'{"hello": 1}\n')
-    assert result.publish and not result.malformed
-    assert encoded(result)["type"] == "unknown"
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (line("pr-link", prUrl="https://example.invalid/pr/1"), "pr-link"),
+        (line("Weird Type!", content="  "), "weird-type-"),
+        (line("x" * 100), "x" * 40),
+        (b'{"hello": 1}\n', "unknown"),
+        (line("system", subtype="agents_killed"), "system-agents_killed"),
+    ],
+)
+def test_unknown_bookkeeping_is_dropped_under_its_type(raw: bytes, reason: str) -> None:
+    """A type nobody knows, with no message and nothing displayable, is dropped: the reason is
+    its type as a bounded label (40 characters of [a-z0-9_-])."""
+    result = project_line(raw)
+    assert (result.publish, result.drop_reason, result.event) == (False, reason, None)
+    assert not result.malformed
 
 
 @pytest.mark.parametrize(
@@ -286,16 +305,6 @@ def test_oversize_line_stand_in() -> None:
     assert event["type"] == "unknown"
     assert event["blocks"] == []
     assert event["data"] == {"type": "unknown", "truncated": True, "bytes": 5_000_000}
-
-
-def test_title_event_shape() -> None:
-    """A title change is published as an ai-title event with the legacy data shape."""
-    assert title_event("T") == {
-        "type": "ai-title",
-        "blocks": [],
-        "title": "T",
-        "data": {"type": "ai-title", "aiTitle": "T"},
-    }
 
 
 @pytest.mark.parametrize("stamp", ["2026-02-12T16:02:25.227+00:00", "2026-02-12T16:02:25.227"])

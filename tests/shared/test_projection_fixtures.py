@@ -71,7 +71,7 @@ def test_fixture_drop_reasons_and_block_kinds() -> None:
     assert reasons["progress"] == 560
     assert reasons["file-history-snapshot"] == 22
     assert reasons["queue-operation"] == 21
-    assert reasons["title"] == 12
+    assert reasons["summary"] == 1 and reasons["title"] == 0
     assert {"last-prompt", "mode", "permission-mode", "attachment", "meta"} <= set(reasons)
     assert {"text", "thinking", "tool", "tool_result", "image"} <= set(kinds)
 

@@ -10,7 +10,8 @@
 Redis; its first scan of the claude dir may still be going, so wait for data, not time.
 Use it as a context manager (or call :meth:`stop`) so the process never outlives the test.
 Extra settings go in ``env`` (``{"RELAYBUS_BACKFILL_EVENTS": "0"}``); the metrics port is
-off unless you set ``RELAYBUS_COLLECTOR_METRICS_PORT``. Its stderr (JSON log lines) is
+off unless you set ``RELAYBUS_COLLECTOR_METRICS_PORT``, and so is the approval
+endpoint unless you set ``RELAYBUS_APPROVAL_PORT``. Its stderr (JSON log lines) is
 kept in ``log_path`` for assertions and post-mortems.
 """
 
@@ -59,6 +60,7 @@ class CollectorProc(ManagedProcess):
                 "RELAYBUS_CLAUDE_DIR": str(self.claude_dir),
                 "RELAYBUS_HOST_ID": self.host_id,
                 "RELAYBUS_COLLECTOR_METRICS_PORT": "0",
+                "RELAYBUS_APPROVAL_PORT": "0",
                 "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
                 "PYTHONUNBUFFERED": "1",
             }

@@ -64,11 +64,16 @@ class RecordingHooks:
 
     calls: list[tuple[str, str, str | None]] = field(default_factory=list)
 
-    async def prompt_started(self, session_id: str, trace_id: str | None, at_ms: int) -> None:
+    async def prompt_started(
+        self, session_id: str, trace_id: str | None, at_ms: int, *, run: bool = False
+    ) -> None:
         self.calls.append(("started", session_id, trace_id))
 
     async def prompt_ended(self, session_id: str) -> None:
         self.calls.append(("ended", session_id, None))
+
+    async def prompt_failed(self, session_id: str, code: str, message: str) -> None:
+        self.calls.append(("failed", session_id, f"{code}: {message}"))
 
 
 class TmuxServer:

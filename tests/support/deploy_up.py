@@ -46,7 +46,8 @@ def gone(pid: int, timeout_s: float = 30.0) -> bool:
 
 
 class UpProc:
-    """``relaybus up`` on a free loopback port; its stdout (the banner) kept in a file."""
+    """``relaybus up`` on a free loopback port (no metrics or approval listener); its stdout
+    (the banner) kept in a file."""
 
     def __init__(
         self,
@@ -73,6 +74,7 @@ class UpProc:
             "--gateway-host", "127.0.0.1",
             "--gateway-port", str(self.port),
             "--collector-metrics-port", "0",
+            "--approval-port", "0",
             "--redis-socket-timeout-s", "2",
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None

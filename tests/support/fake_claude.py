@@ -1,10 +1,11 @@
 """A stand-in ``claude`` executable for tests: appends realistic records like the real CLI.
 
-Headless (``-p``): ``claude -p --resume <sid> | --session-id <sid> [args] -- <message>``
+Headless (``-p``): ``claude -p --resume[=]<sid> | --session-id[=]<sid> [args] -- <message>``
 appends a user record, then assistant records (the last with ``stop_reason: end_turn``) to
 ``$CLAUDE_CONFIG_DIR/projects/<encoded cwd>/<sid>.jsonl``. A message containing ``LONG``
 keeps the turn running until SIGINT, which appends ``[Request interrupted by user]`` and
-exits. Like the real CLI, ``--resume`` of a missing transcript and ``--session-id`` of an
+exits; one containing ``FAIL`` is taken (its user record written), then the run prints an
+API error and exits 1, as the real CLI does when the API refuses. Like the real CLI, ``--resume`` of a missing transcript and ``--session-id`` of an
 existing one fail. Each invocation's argv is appended to ``$FAKE_CLAUDE_LOG`` if set.
 
 Interactive (no ``-p``): announces itself in ``$CLAUDE_CONFIG_DIR/sessions/<pid>.json``,
@@ -136,8 +137,11 @@ def _parse(argv: list[str]) -> tuple[bool, str | None, bool, str]:
         if arg == "--":
             message = rest
             break
+        flag, eq, value = arg.partition("=")
         if arg in ("-p", "--print"):
             headless = True
+        elif eq and flag in ("--resume", "--session-id"):
+            sid, new = value, flag == "--session-id"
         elif arg in ("--resume", "-r", "--session-id") and rest:
             sid, new = rest.pop(0), arg == "--session-id"
     return headless, sid, new, " ".join(message)
@@ -148,7 +152,9 @@ def main(argv: list[str]) -> int:
     log_path = os.environ.get("FAKE_CLAUDE_LOG")
     if log_path:
         with open(log_path, "a") as f:
-            f.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid()}) + "\n")
+            secrets = sorted(k for k in os.environ if k.startswith("RELAYBUS_") or "REDIS" in k)
+            f.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid(),
+                                "secretEnv": secrets}) + "\n")
     headless, sid, new, message = _parse(argv)
     if sid is None:
         print("stand-in claude needs --resume or --session-id", file=sys.stderr)
@@ -176,6 +182,10 @@ def _headless(transcript: Transcript, message: str) -> int:
 
     signal.signal(signal.SIGINT, on_sigint)
     transcript.user(message)
+    if "FAIL" in message:
+        time.sleep(0.3)
+        print("API Error: 400 stand-in refusal: prompt is too long")
+        return 1
     if "LONG" in message:
         mid = f"msg_{uuid.uuid4().hex[:24]}"
         transcript.assistant(f"Starting a long task: {message}", mid, None)

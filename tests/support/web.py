@@ -139,8 +139,9 @@ def unknown_item(sid: str, kind: str, text: str) -> bytes:
 
 
 def unknown_record(sid: str, rtype: str) -> bytes:
-    """A record type Claude Code may add tomorrow: published as a neutral event."""
-    return _record(sid, rtype, payload={"x": 1})
+    """A record type Claude Code may add tomorrow, holding something to show: published as a
+    neutral event (one with nothing displayable is dropped as bookkeeping)."""
+    return _record(sid, rtype, payload={"x": 1}, content="news from the future")
 
 
 def ai_title(sid: str, title: str) -> bytes:

@@ -113,8 +113,10 @@ test("findTypedToolResult matches by toolUseId equality only", () => {
   assert.equal(findTypedToolResult(null, "a"), undefined);
 });
 
-test("sessionTitle prefers title, then cwd basename, then the id prefix", () => {
+test("sessionTitle prefers title, then first prompt, then cwd basename, then the id prefix", () => {
   assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app", title: "Fix login" }), "Fix login");
+  assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app", firstPrompt: "do it" }), "do it");
+  assert.equal(sessionTitle({ id: "abcdef123456", title: "T", firstPrompt: "do it" }), "T");
   assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app/", title: "  " }), "app");
   assert.equal(sessionTitle({ id: "abcdef123456", cwd: "" }), "abcdef12");
   assert.equal(basename("/"), "");

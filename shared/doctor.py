@@ -1,0 +1,213 @@
+"""``relaybus doctor``: what a first run needs, one line per check with the fix.
+
+Checks: Redis reachable and authenticated; the Claude directory exists and holds
+transcripts (and how many are older than the backfill window); the ports free; the
+permission hook installed and pointing at this install; prompts allowed or not; the
+gateway reachable at the LAN address ``relaybus up`` prints for phones. Exit 1 when a
+check fails, else 0 (warnings and notes do not fail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared import approval_socket, claude_settings, hookcli
+from shared.preflight import claude_dir_problem, port_problem
+from shared.redis_conn import RedisRefused, probe, redis_address
+from shared.settings import Settings
+from shared.up import lan_address
+
+OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
+CONNECT_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    status: str
+    name: str
+    text: str
+
+    def line(self) -> str:
+        return f"{self.status:<4}  {self.name:<9} {self.text}"
+
+
+def check_redis(settings: Settings) -> Check:
+    if "redis_url" not in settings.model_fields_set:
+        return Check(OK, "redis", "no RELAYBUS_REDIS_URL: `relaybus up` starts its own embedded "
+                     "server; `relaybus collector`/`gateway` need RELAYBUS_REDIS_URL")
+    where = redis_address(settings)
+    try:
+        reason = asyncio.run(probe(settings))
+    except RedisRefused as exc:
+        return Check(FAIL, "redis", f"{exc}")
+    if reason is not None:
+        return Check(FAIL, "redis", f"Redis at {where} is unreachable ({reason}) — fix: start it, "
+                     "or correct host and port in RELAYBUS_REDIS_URL")
+    return Check(OK, "redis", f"Redis at {where} answers and accepts these credentials")
+
+
+def _transcripts(projects: Path) -> Iterator[Path]:
+    for dirpath, _dirs, names in os.walk(projects):
+        for name in names:
+            if name.endswith(".jsonl"):
+                yield Path(dirpath) / name
+
+
+def check_claude_dir(settings: Settings) -> Check:
+    problem = claude_dir_problem(settings)
+    if problem is not None:
+        return Check(FAIL, "claude", problem)
+    root = settings.claude_dir
+    if not root.exists():
+        return Check(WARN, "claude", f"{root} does not exist yet — run Claude Code once on this "
+                     "machine, or set RELAYBUS_CLAUDE_DIR to its config directory")
+    cutoff = time.time() - settings.backfill_max_age_hours * 3600
+    total = old = 0
+    for path in _transcripts(root / "projects"):
+        total += 1
+        with contextlib.suppress(OSError):
+            old += path.stat().st_mtime < cutoff
+    if total == 0:
+        return Check(WARN, "claude", f"{root} holds no transcripts (projects/**/*.jsonl) — start a "
+                     "Claude Code session, or check RELAYBUS_CLAUDE_DIR")
+    window = f"{settings.backfill_max_age_hours:g} h"
+    return Check(OK, "claude", f"{root} holds {total} transcripts; {old} last changed more than "
+                 f"{window} ago are tracked but not replayed (RELAYBUS_BACKFILL_MAX_AGE_HOURS)")
+
+
+def _gateway_answers(host: str, port: int) -> bool:
+    """A relaybus gateway (its ``/healthz``) answers on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as s:
+            s.settimeout(CONNECT_TIMEOUT_S)
+            s.sendall(f"GET /healthz HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            body = b""
+            while chunk := s.recv(65536):
+                body += chunk
+    except OSError:
+        return False
+    return b'"gatewayId"' in body
+
+
+def _loopback(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
+def check_ports(settings: Settings) -> list[Check]:
+    gateway_running = _gateway_answers(_loopback(settings.gateway_host), settings.gateway_port)
+    wanted = [
+        ("gateway", settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT"),
+        ("metrics", settings.collector_metrics_host, settings.collector_metrics_port,
+         "RELAYBUS_COLLECTOR_METRICS_PORT"),
+    ]
+    out = []
+    for name, host, port, variable in wanted:
+        if port == 0:
+            out.append(Check(NOTE, "port", f"{name}: off ({variable}=0)"))
+            continue
+        problem = port_problem(host, port, variable)
+        if problem is None:
+            out.append(Check(OK, "port", f"{name}: {host}:{port} is free"))
+        elif name == "gateway" and gateway_running:
+            out.append(Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}"))
+        else:
+            out.append(Check(FAIL, "port", f"{name}: {problem} (a relaybus already running?)"))
+    out.append(_check_approval_socket(settings))
+    return out
+
+
+def _check_approval_socket(settings: Settings) -> Check:
+    """The approval endpoint is a Unix socket in a private directory, not a TCP port."""
+    if settings.approval_port == 0:
+        return Check(NOTE, "port", "approvals: off (RELAYBUS_APPROVAL_PORT=0)")
+    path = approval_socket.socket_path(settings.approval_port, settings.approval_socket)
+    problem = approval_socket.problem(path)
+    if problem is None:
+        return Check(OK, "port", f"approvals: {path} is free")
+    return Check(FAIL, "port", f"approvals: {problem} (a relaybus already running?)")
+
+
+def check_hook(settings: Settings) -> Check:
+    path = settings.claude_dir / "settings.json"
+    try:
+        commands = claude_settings.installed_commands(claude_settings.load(path))
+    except (claude_settings.SettingsFileError, OSError) as exc:
+        return Check(FAIL, "hook", f"{exc} — fix it by hand, then run `relaybus install-hook`")
+    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds,
+                                    socket=settings.approval_socket)
+    if not commands:
+        return Check(NOTE, "hook", f"not installed in {path}: phones cannot answer permission "
+                     "prompts — `relaybus install-hook` adds it")
+    if wanted not in commands:
+        return Check(WARN, "hook", f"{path} runs {commands[0]!r}, not this install ({wanted!r}) "
+                     "— run `relaybus install-hook` again")
+    return Check(OK, "hook", f"installed in {path}, pointing at this install")
+
+
+def check_prompts(settings: Settings) -> Check:
+    if not settings.allow_prompts:
+        return Check(NOTE, "prompts", "off on this machine (the default): phones can watch and "
+                     "approve; RELAYBUS_ALLOW_PROMPTS=true lets them send prompts")
+    found = shutil.which(settings.claude_bin)
+    if found is None:
+        return Check(FAIL, "prompts", f"allowed, but RELAYBUS_CLAUDE_BIN {settings.claude_bin!r} "
+                     "is not on PATH — install Claude Code or set RELAYBUS_CLAUDE_BIN to its path")
+    return Check(OK, "prompts", f"allowed on this machine, run with {found}")
+
+
+def check_lan(settings: Settings, lan: Callable[[], str] = lan_address) -> Check:
+    """Phones use ``http://<lan address>:<port>``: connect there, to the running gateway or
+    to a listener bound the way the gateway binds."""
+    address, port = lan(), settings.gateway_port
+    url = f"http://{address}:{port}/"
+    if address.startswith("127."):
+        return Check(WARN, "lan", "this machine has no LAN address (no default route): phones "
+                     "need it on their network")
+    if _gateway_answers(_loopback(settings.gateway_host), port):
+        if _gateway_answers(address, port):
+            return Check(OK, "lan", f"the gateway answers at {url} (a firewall may still block phones)")
+        return Check(FAIL, "lan", f"the gateway does not answer at {url} — set "
+                     "RELAYBUS_GATEWAY_HOST=0.0.0.0 (it listens on "
+                     f"{settings.gateway_host} only)")
+    try:
+        listener = socket.create_server((settings.gateway_host, port))
+    except OSError as exc:
+        return Check(FAIL, "lan", f"cannot listen on {settings.gateway_host}:{port} ({exc.strerror})")
+    with listener:
+        try:
+            socket.create_connection((address, listener.getsockname()[1]), CONNECT_TIMEOUT_S).close()
+        except OSError:
+            return Check(FAIL, "lan", f"{url} would not reach a gateway listening on "
+                         f"{settings.gateway_host} — set RELAYBUS_GATEWAY_HOST=0.0.0.0")
+    return Check(OK, "lan", f"a gateway on {settings.gateway_host}:{port} is reachable at {url} "
+                 "(a firewall may still block phones)")
+
+
+def checks(settings: Settings) -> list[Check]:
+    return [
+        check_redis(settings),
+        check_claude_dir(settings),
+        *check_ports(settings),
+        check_hook(settings),
+        check_prompts(settings),
+        check_lan(settings),
+    ]
+
+
+def run(settings: Settings) -> int:
+    """Entry of ``relaybus doctor``."""
+    results = checks(settings)
+    for result in results:
+        print(result.line(), flush=True)
+    failed = sum(r.status == FAIL for r in results)
+    print(f"{failed} check(s) failed." if failed else "Ready for a first run.", file=sys.stdout)
+    return 1 if failed else 0
