@@ -49,7 +49,7 @@ async def read_session_head(
     elif depth <= 0:
         after = head_seq
     else:
-        start = await client.eval(_NTH_NEWEST, 1, stream, str(depth))
+        start = await client.eval_ro(_NTH_NEWEST, 1, stream, str(depth))  # read-only: ACL R~
         after = int(start.split(b"-", 1)[0]) - 1 if start else head_seq
     first = from_entry(*first_raw[0]) if first_raw else None
     return SessionHead(row, first, head_seq, after)

@@ -4,8 +4,9 @@ and neither user can run FLUSHALL, CONFIG, KEYS or SCAN (a real redis-server).""
 from __future__ import annotations
 
 import asyncio
-import secrets
-import shlex
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,33 +18,8 @@ from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_server import GatewayProc
+from tests.support.redis_acl import ACL_ENV, load_acl
 from tests.support.servers import RedisServer
-
-ACL_FILE = Path(__file__).resolve().parents[2] / "deploy" / "redis-acl.conf"
-ROLES = ("admin", "collector", "gateway")
-
-
-def load_acl(srv: RedisServer, namespace: str) -> dict[str, str]:
-    """Apply deploy/redis-acl.conf to ``srv`` as its aclfile would (fresh passwords, the test's
-    namespace); the default user stays on so the fixture can stop the server. Role -> URL."""
-    passwords = {role: secrets.token_hex(16) for role in ROLES}
-    text = ACL_FILE.read_text().replace("{relaybus}", f"{{{namespace}}}")
-    for role, password in passwords.items():
-        text = text.replace(f"CHANGE-ME-{role}", password)
-    admin = srv.client()
-    try:
-        for line in text.splitlines():
-            words = shlex.split(line)
-            assert words[0] == "user", line
-            if words[1] == "default":
-                continue
-            admin.acl_setuser(words[1], reset=True)
-            admin.execute_command("ACL", "SETUSER", *words[1:])
-    finally:
-        admin.close()
-    return {
-        role: f"redis://relaybus-{role}:{pw}@127.0.0.1:{srv.port}/0" for role, pw in passwords.items()
-    }
 
 
 @pytest.fixture
@@ -133,3 +109,18 @@ async def test_protocol_runs_with_each_role_under_its_acl(
     for proc in (collector, gateway):
         text = proc.log()
         assert "NOPERM" not in text and "no permissions" not in text, text[-2000:]
+
+
+def test_gateway_protocol_tests_pass_under_the_acl_users() -> None:
+    """tests/gateway's protocol files (connect, hello, watch, replay, resume, gaps) pass with
+    the gateway logged in as relaybus-gateway and the publisher as relaybus-collector."""
+    root = Path(__file__).resolve().parents[2]
+    files = ["tests/gateway/test_ws_basic.py", "tests/gateway/test_replay_resume.py"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        cwd=root, env={**os.environ, ACL_ENV: "1"}, capture_output=True, text=True,
+        timeout=300, check=False,
+    )
+    tail = proc.stdout[-3000:] + proc.stderr[-1000:]
+    assert proc.returncode == 0, tail
+    assert " passed" in tail and "failed" not in tail and "skipped" not in tail
