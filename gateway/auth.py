@@ -4,7 +4,8 @@
 Anonymous access (``RELAYBUS_ALLOW_ANONYMOUS``) is full access only when no token is
 configured; next to tokens it is read-only, so it never grants more than a token would.
 
-A token arrives as ``Authorization: Bearer <t>``, as ``?token=<t>`` (browsers cannot set
+A token arrives as ``Authorization: Bearer <t>``, as ``?token=<t>`` (compatibility only: a
+URL is logged by proxies; browsers send it in ``hello`` since they cannot set
 headers on a WebSocket), or in ``hello.token``. The gateway refuses to start without a
 token unless anonymous access is explicitly enabled.
 """
