@@ -171,16 +171,14 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
 
 
 @contextlib.contextmanager
-def _metrics_or_startup_error(
-    registry: CollectorRegistry, port: int, host: str = "0.0.0.0"
-) -> Iterator[int]:
+def _metrics_or_startup_error(registry: CollectorRegistry, port: int, host: str) -> Iterator[int]:
     """:func:`metrics_server`, a port it cannot bind being a one-line :class:`StartupError`."""
     with contextlib.ExitStack() as stack:
         try:
             bound = stack.enter_context(metrics_server(registry, port, host))
         except OSError as exc:
             raise StartupError(
-                f"collector metrics port {port} cannot be bound ({exc.strerror or exc}): "
+                f"collector metrics port {port} on {host} cannot be bound ({exc.strerror or exc}): "
                 "free it, or set RELAYBUS_COLLECTOR_METRICS_PORT to another port (0 = off)"
             ) from None
         yield bound

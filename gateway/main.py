@@ -87,8 +87,8 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
 def warn_if_anonymous(settings: Settings) -> None:
     if settings.allow_anonymous:
         log.warning(
-            "RELAYBUS_ALLOW_ANONYMOUS is on: anyone who can reach %s:%d gets full access "
-            "without a token (sessions, prompts, approvals)",
+            "RELAYBUS_ALLOW_ANONYMOUS is on: anyone who can reach %s:%d is served without a "
+            "token; set RELAYBUS_TOKENS and turn it off unless this network is yours alone",
             settings.gateway_host, settings.gateway_port,
         )
 

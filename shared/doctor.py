@@ -16,15 +16,15 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from shared import approval_socket, claude_settings, hookcli
+from shared.lan import lan_address
 from shared.preflight import claude_dir_problem, port_problem
 from shared.redis_conn import RedisRefused, probe, redis_address
 from shared.settings import Settings
-from shared.up import lan_address
 
 OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 CONNECT_TIMEOUT_S = 2.0
@@ -121,19 +121,23 @@ def check_ports(settings: Settings) -> list[Check]:
             out.append(Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}"))
         else:
             out.append(Check(FAIL, "port", f"{name}: {problem} (a relaybus already running?)"))
-    out.append(_check_approval_socket(settings))
+    out.append(check_approval_socket(settings))
     return out
 
 
-def _check_approval_socket(settings: Settings) -> Check:
-    """The approval endpoint is a Unix socket in a private directory, not a TCP port."""
+def check_approval_socket(settings: Settings) -> Check:
+    """The hook reaches the collector over a Unix socket whose directory must be private."""
     if settings.approval_port == 0:
         return Check(NOTE, "port", "approvals: off (RELAYBUS_APPROVAL_PORT=0)")
     path = approval_socket.socket_path(settings.approval_port, settings.approval_socket)
-    problem = approval_socket.problem(path)
-    if problem is None:
-        return Check(OK, "port", f"approvals: {path} is free")
-    return Check(FAIL, "port", f"approvals: {problem} (a relaybus already running?)")
+    try:
+        approval_socket.check_path(path)
+        if path.parent.exists():
+            approval_socket.check_private_dir(path.parent, create=False)
+    except approval_socket.UnsafeEndpoint as exc:
+        return Check(FAIL, "port", f"approvals: {exc} — remove or fix that directory, or set "
+                     "RELAYBUS_APPROVAL_SOCKET to a path in a directory of yours (0700)")
+    return Check(OK, "port", f"approvals: socket {path} (directory private to this user)")
 
 
 def check_hook(settings: Settings) -> Check:
@@ -164,10 +168,10 @@ def check_prompts(settings: Settings) -> Check:
     return Check(OK, "prompts", f"allowed on this machine, run with {found}")
 
 
-def check_lan(settings: Settings, lan: Callable[[], str] = lan_address) -> Check:
+def check_lan(settings: Settings) -> Check:
     """Phones use ``http://<lan address>:<port>``: connect there, to the running gateway or
     to a listener bound the way the gateway binds."""
-    address, port = lan(), settings.gateway_port
+    address, port = lan_address(), settings.gateway_port
     url = f"http://{address}:{port}/"
     if address.startswith("127."):
         return Check(WARN, "lan", "this machine has no LAN address (no default route): phones "

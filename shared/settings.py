@@ -42,6 +42,10 @@ def check_redis_url(url: str) -> None:
     if not parts.hostname:
         raise ValueError("names no host (redis://:password@host:6379/0)")
     try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise ValueError(f"has an invalid host name {parts.hostname!r}") from None
+    try:
         port = parts.port
     except ValueError:
         raise ValueError("has a port that is not a number from 1 to 65535") from None

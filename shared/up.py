@@ -18,7 +18,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -34,6 +33,7 @@ from gateway.main import GatewayStartError
 from gateway.main import serve as serve_gateway
 from shared import approval_socket
 from shared.embedded import EmbeddedServer, EmbeddedServerError, write_private
+from shared.lan import lan_address
 from shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
 from shared.redis_conn import RedisRefused, probe, redis_address, wait_for_redis
 from shared.settings import Settings
@@ -42,9 +42,6 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_S = 30.0
 READY_TIMEOUT_S = 60.0
-#: A non-routable address: connecting a UDP socket to it selects the outgoing interface
-#: without sending a packet.
-_PROBE_ADDR = ("10.254.254.254", 1)
 
 
 def state_dir() -> Path:
@@ -63,17 +60,6 @@ def ensure_token(directory: Path) -> str:
         write_private(path, token + "\n")
         log.info("generated a client token in %s", path)
     return token
-
-
-def lan_address() -> str:
-    """This machine's address on its LAN (the interface of the default route), else loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(_PROBE_ADDR)  # UDP connect: a routing decision, no traffic
-            address = str(s.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
-    return "127.0.0.1" if address.startswith("0.") else address
 
 
 def phone_url(settings: Settings, token: str | None) -> str:
@@ -104,8 +90,8 @@ def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None
         lines.append(f"  Redis:               embedded, data in {server.data_dir}")
     prompts = "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
     lines += [
-        f"  Watching:            {settings.claude_dir} (history of the last "
-        f"{settings.backfill_max_age_hours:g} h is replayed)",
+        f"  Watching:            {settings.claude_dir} (transcripts changed in the last "
+        f"{settings.backfill_max_age_hours:g} h are replayed)",
         f"  Prompts:             {prompts}",
         f"  Listening:           {listening(settings)}",
         "  Stop with Ctrl-C.",
@@ -242,8 +228,11 @@ def preflight(settings: Settings) -> None:
     if problem is not None:
         raise StartupError(problem)
     check_port(settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT")
-    check_port(settings.collector_metrics_host, settings.collector_metrics_port,
-               "RELAYBUS_COLLECTOR_METRICS_PORT")
+    check_port(
+        settings.collector_metrics_host,
+        settings.collector_metrics_port,
+        "RELAYBUS_COLLECTOR_METRICS_PORT",
+    )
 
 
 def _wait_for_external_redis(settings: Settings) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.up import lan_address
+from shared.lan import lan_address
 from tests.conftest import BINARIES, DEFAULT_KIND
 from tests.support.collector_records import append, poll, transcript, user_line
 from tests.support.commands_env import wait_for
@@ -49,12 +49,12 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
     banner = up.start().wait_banner()
     token = banner["Token"]
     assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/#token={token}"
-    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
-    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
-    assert "24 h" in banner["Watching"]
     token_file = up.state_dir / "token"
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert banner["Prompts"].startswith("off (RELAYBUS_ALLOW_PROMPTS=true")
+    assert banner["Listening"] == f"gateway 127.0.0.1:{up.port}"
+    assert "24 h" in banner["Watching"]
     assert up.proc is not None
     servers = child_pids(up.proc.pid)
     assert len(servers) == 1  # the embedded server, nothing else
@@ -168,7 +168,7 @@ def test_up_names_a_taken_metrics_port_once(tmp_path: Path, claude_dir: Path) ->
             line = _failed_start(up)
         finally:
             up.kill()
-    assert f"port {taken} on 127.0.0.1 (RELAYBUS_COLLECTOR_METRICS_PORT)" in line  # up: loopback
+    assert f"port {taken} on 127.0.0.1 (RELAYBUS_COLLECTOR_METRICS_PORT)" in line
 
 
 def test_up_refuses_an_unusable_state_dir(tmp_path: Path, claude_dir: Path) -> None:

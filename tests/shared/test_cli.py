@@ -181,13 +181,44 @@ def test_database_the_server_lacks_is_one_line_and_exit_1(
     assert "has no database 99" in one_line(out)
 
 
-def test_unknown_host_is_one_line_and_exit_1(claude_dir: Path, tmp_path: Path) -> None:
-    """A host name that does not exist is permanent: one line naming it, exit 1."""
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL="redis://:pw@no-such-host.invalid:6379/0",
-                    RELAYBUS_CLAUDE_DIR=str(claude_dir))
-    out = run_cli("gateway", env=env)
-    assert out.returncode == 1
-    assert "unknown host 'no-such-host.invalid' in RELAYBUS_REDIS_URL" in one_line(out)
+def _resolver_says_no_such_host(name: str) -> bool:
+    try:
+        socket.getaddrinfo(name, 6379)
+    except socket.gaierror as exc:
+        return exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME))
+    return False
+
+
+def test_unknown_host_is_one_line_and_exit_1(
+    server: RedisServer, namespace: str, claude_dir: Path, tmp_path: Path
+) -> None:
+    """A host name the resolver says does not exist is permanent: one line naming it, exit 1.
+    (Where DNS cannot answer at all, that is an outage: the gateway keeps retrying.)"""
+    name = "no-such-host.invalid"
+    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=f"redis://:pw@{name}:6379/0",
+                    RELAYBUS_NAMESPACE=namespace, RELAYBUS_CLAUDE_DIR=str(claude_dir))
+    if _resolver_says_no_such_host(name):
+        out = run_cli("gateway", env=env)
+        assert out.returncode == 1
+        assert f"unknown host '{name}' in RELAYBUS_REDIS_URL" in one_line(out)
+        return
+    log_path = tmp_path / "gateway.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "gateway"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+    try:
+        poll(lambda: "is unreachable" in log_path.read_text() or proc.poll() is not None, 60)
+        assert proc.poll() is None, log_path.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+def test_invalid_host_name_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """A host name with an empty label (`team..server`) is an invalid value, not a traceback."""
+    out = run_cli("collector", env=clean_env(tmp_path, RELAYBUS_REDIS_URL="redis://:pw@team..server:6379/0"))
+    assert out.returncode == 2
+    assert "invalid host name 'team..server'" in one_line(out)
 
 
 @pytest.mark.parametrize(
@@ -383,3 +414,28 @@ def test_unreachable_redis_is_retried_then_used(
             proc.wait(10)
     assert log_path.read_text().count("is unreachable") == 1
 
+
+
+def test_default_claude_dir_missing_is_created_with_a_warning(
+    server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """A fresh machine (no ~/.claude, no RELAYBUS_CLAUDE_DIR) is not refused: the collector
+    warns once, creates the default directory and runs."""
+    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
+                    RELAYBUS_HOST_ID="freshhost")
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    default = tmp_path / "home" / ".claude"
+    log_path = tmp_path / "collector.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "collector"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+    client = server.client()
+    try:
+        poll(lambda: client.exists(Keys(namespace).host("freshhost")) or proc.poll() is not None)
+        assert proc.poll() is None, log_path.read_text()
+        assert (default / "projects").is_dir()
+        assert log_path.read_text().count("does not exist yet") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        client.close()

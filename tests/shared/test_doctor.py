@@ -7,14 +7,15 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from shared.up import lan_address
+from shared.lan import lan_address
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.servers import RedisServer, free_port
 
@@ -107,22 +108,41 @@ def test_claude_dir_missing_or_empty_or_a_file(tmp_path: Path, claude_dir: Path)
     assert report.code == 1 and "does not exist" in report.one("claude")
 
 
-def test_ports_free_and_taken(tmp_path: Path) -> None:
-    """Free ports are ok; a taken one fails naming its variable; port 0 is off."""
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    """A short private XDG_RUNTIME_DIR (a Unix socket path must stay under 104 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="rbdoc-") as d:
+        yield Path(d)
+
+
+def test_ports_free_and_taken(tmp_path: Path, runtime_dir: Path) -> None:
+    """Free ports are ok; a taken one fails naming its variable; port 0 is off; the
+    approval socket is named with its private directory."""
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
         approvals = free_port()
         report = doctor(tmp_path, RELAYBUS_GATEWAY_HOST="127.0.0.1",
-                        RELAYBUS_GATEWAY_PORT=str(taken), RELAYBUS_APPROVAL_PORT=str(approvals))
+                        RELAYBUS_GATEWAY_PORT=str(taken), RELAYBUS_APPROVAL_PORT=str(approvals),
+                        XDG_RUNTIME_DIR=str(runtime_dir))
     ports = report.about("port")
     assert report.code == 1
     assert any(line.startswith(f"FAIL  port      gateway: port {taken} on 127.0.0.1 (RELAYBUS_GATEWAY_PORT)")
                for line in ports), ports
-    assert any(line.startswith("ok    port      approvals: ") and
-               line.endswith(f"/approval-{approvals}.sock is free") for line in ports), ports
+    assert f"ok    port      approvals: socket {runtime_dir}/relaybus/approval-{approvals}.sock (directory private to this user)" in ports
     assert "note  port      metrics: off (RELAYBUS_COLLECTOR_METRICS_PORT=0)" in ports
+
+
+def test_approval_socket_directory_open_to_others_fails(tmp_path: Path, runtime_dir: Path) -> None:
+    """The hook's socket directory must be private (0700): a shared one fails with the fix."""
+    shared = runtime_dir / "relaybus"
+    shared.mkdir()
+    shared.chmod(0o777)
+    report = doctor(tmp_path, RELAYBUS_APPROVAL_PORT="9465", XDG_RUNTIME_DIR=str(runtime_dir))
+    line = next(line for line in report.about("port") if "approvals" in line)
+    assert line.startswith("FAIL  port      approvals:") and "open to other users" in line
+    assert "RELAYBUS_APPROVAL_SOCKET" in line
 
 
 def test_hook_missing_installed_and_foreign(tmp_path: Path, claude_dir: Path) -> None:
