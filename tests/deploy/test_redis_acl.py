@@ -52,11 +52,16 @@ def test_roles_cannot_flush_configure_or_list_keys(
 def test_gateway_user_cannot_forge_log_events(
     acl_server: tuple[RedisServer, dict[str, str]], namespace: str
 ) -> None:
-    """The gateway user reads the log but cannot append to it or to a session stream."""
+    """The gateway user reads the log but cannot append to it or to a session stream; it
+    records permission decisions (approval:<key>) and routes commands (cmd:<host>)."""
     _, urls = acl_server
     client = redis.Redis.from_url(urls["gateway"], socket_timeout=5)
     try:
         assert client.xrange(f"{{{namespace}}}:log") == []
+        assert client.set(f"{{{namespace}}}:approval:k1", "allow", nx=True, ex=60)
+        assert client.xadd(f"{{{namespace}}}:cmd:testhost", {"t": "x"})
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.hset(f"{{{namespace}}}:session:s1:approvals", "k1", "{}")
         for key in (f"{{{namespace}}}:log", f"{{{namespace}}}:session:s1:events"):
             with pytest.raises(redis.exceptions.NoPermissionError):
                 client.xadd(key, {"f": "{}"})
