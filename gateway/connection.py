@@ -180,7 +180,14 @@ class Connection:
     # --- direct frames -------------------------------------------------------------------
 
     def send(self, frame: dict[str, Any]) -> None:
-        """Queue a direct (non-log) frame."""
+        """Queue a direct (non-log) frame; a client already ``budget_bytes`` behind is cut
+        off instead (a never-reading client asking for big replies, e.g. list_sessions)."""
+        if self.close_code is None and self.queued_bytes >= self.budget_bytes:
+            self.metrics.slow_consumers.inc()
+            log.info("connection %s: %d bytes behind on replies, closing as slow consumer",
+                     self.cid, self.queued_bytes)
+            self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
+            return
         self._enqueue([self.direct_out(frame)])
 
     @staticmethod

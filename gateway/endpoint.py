@@ -128,10 +128,14 @@ class Endpoint:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             if conn.close_code is not None:
-                with contextlib.suppress(Exception):
+                try:
                     await asyncio.wait_for(
                         ws.close(conn.close_code, conn.close_reason), cfg.close_timeout_s
                     )
+                except TimeoutError:
+                    sink.abort()  # the close frame could not even be written: not reading
+                except Exception:  # the client is gone: nothing left to close
+                    pass
             # Whatever the client does (pings, nothing, no close reply), the socket is gone
             # within close_timeout_s: a transport that is still flushing is dropped then.
             asyncio.get_running_loop().call_later(cfg.close_timeout_s, sink.abort)

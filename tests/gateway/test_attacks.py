@@ -254,3 +254,31 @@ async def test_new_conversation_without_host_never_scans(
         assert "cmdstat_scan" not in stats and "cmdstat_keys" not in stats
     finally:
         await admin.aclose()
+
+
+async def test_reply_flood_from_a_deaf_client_is_cut_off(
+    server: RedisServer, namespace: str, rclient: aioredis.Redis, keys: Keys
+) -> None:
+    """A client that never reads and keeps asking for a big session list is dropped once its
+    unwritten replies pass the byte budget, long before the write deadline."""
+    pub = Publisher(rclient, keys)
+    for i in range(200):
+        await pub.start_session(f"s{i:03d}", title="t" * 200)
+    settings = make_settings(server.url, namespace, send_buffer_bytes=256 * 1024,
+                             write_timeout_s=60, rate_limit_per_s=1000)
+    async with running_gateway(settings, close_timeout_s=1.0) as gw:
+        client = await asyncio.to_thread(DeafClient, gw.port, token="ro-token")
+        try:
+            client.send({"type": "hello", "capabilities": FULL})
+            frames = b"".join(
+                ws_frame(f'{{"type":"list_sessions","requestId":"l{i}"}}'.encode())
+                for i in range(400)
+            )
+            await asyncio.to_thread(client.sock.sendall, frames)
+            started = time.monotonic()
+            while open_sockets(os.getpid(), gw.port) > 0:
+                assert time.monotonic() - started < 5, "reply flooder still connected"
+                await asyncio.sleep(0.05)
+            assert gw.metric("relaybus_gateway_slow_consumer_disconnects_total") >= 1
+        finally:
+            client.close()
