@@ -37,7 +37,9 @@ async def listen(settings: Settings, handler: Handler, *, limit: int) -> tuple[a
         approval_socket.check_path(path)
         approval_socket.check_private_dir(path.parent, create=True)
         _clear_stale(path)
-        server = await asyncio.start_unix_server(handler, path=os.fspath(path), limit=limit)
+        server = await asyncio.start_unix_server(
+            _same_user_only(handler), path=os.fspath(path), limit=limit
+        )
         os.chmod(path, 0o600)
         ino = os.lstat(path).st_ino
     except OSError as exc:
@@ -47,6 +49,26 @@ async def listen(settings: Settings, handler: Handler, *, limit: int) -> tuple[a
         )
         return None
     return server, path, ino
+
+
+def _same_user_only(handler: Handler) -> Handler:
+    """Close, unanswered, a connection from another uid (Linux ``SO_PEERCRED``; root aside).
+
+    The private directory already keeps others out; this holds even if its mode was widened.
+    """
+
+    async def checked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        uid = approval_socket.peer_uid(sock) if sock is not None else None
+        if uid is not None and uid not in (os.getuid(), 0):
+            log.warning("approvals: refused a connection from uid %d", uid)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return
+        await handler(reader, writer)
+
+    return checked
 
 
 def unlink(path: Path, ino: int) -> None:

@@ -45,6 +45,7 @@ from shared import approvals as ap
 from shared import frames, projection
 from shared.appendlog import OutEvent
 from shared.commands import INVALID, Command, Reply
+from shared.ids import valid_session_id
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -83,6 +84,10 @@ class Held:
     tool_use_id: str | None = None
     #: The live-process file said ``waiting`` while this request was held.
     saw_waiting: bool = False
+    #: Finds ``tool_use_id`` later (given the ids other requests took), and whether the call
+    #: has its result already: the CLI may flush the ``tool_use`` line (even with its result)
+    #: after it called the hook.
+    rematch: Callable[[set[str]], tuple[str, bool] | None] | None = None
 
     def answer_elsewhere(self, why: str) -> None:
         if not self.decided.done():
@@ -95,6 +100,8 @@ class _Queued:
     events: list[OutEvent]
     published: asyncio.Future[None] | None = None
     cancelled: bool = False
+    #: A client decided the request (Claude Code's own dialog is over, whatever the live file says).
+    answered: bool = False
 
 
 @dataclass(slots=True)
@@ -221,6 +228,10 @@ class Approvals:
         )
         held = Held(key, sid, name, asyncio.get_running_loop().create_future(), tool_use_id,
                     saw_waiting=self._live.get(sid) == "waiting")
+        transcript = self._transcript(req.get("transcript_path"))
+        if tool_use_id is None and transcript is not None:
+            offset = _size(transcript)
+            held.rematch = lambda ids: call_after(transcript, offset, name, tool_input, ids)
         index = ap.pending_key(self.keys, sid)
         entry = orjson.dumps({"host": s.host_id, "name": name, "expiresAt": expires})
         ttl = int(s.approval_timeout_seconds) + ap.DECISION_GRACE_S
@@ -267,6 +278,13 @@ class Approvals:
                 return held.decided.result()
             if gone.done():
                 return (ap.CANCELLED, "the hook went away")
+            if held.tool_use_id is None and held.rematch is not None:
+                taken = {h.tool_use_id for h in self.held.values() if h.sid == held.sid}
+                call = await asyncio.to_thread(held.rematch, {t for t in taken if t})
+                if call is not None:
+                    held.tool_use_id = call[0]
+                    if call[1]:
+                        return (ap.ANSWERED_ELSEWHERE, "answered in the terminal")
             try:
                 found = ap.parse_decision(await self._op(self._redis.get(dkey)))
                 watched = self.settings.approval_mode != "watched" or await self._watchers(held.sid)
@@ -302,7 +320,8 @@ class Approvals:
         frame = frames.permission_resolved(
             held.sid, request_key=held.key, decision=decision[0], message=decision[1]
         )
-        await self._publish(held.sid, frame, frames.PERMISSION_RESOLVED, wait=False)
+        await self._publish(held.sid, frame, frames.PERMISSION_RESOLVED, wait=False,
+                            answered=decision[0] in ap.CLIENT_DECISIONS)
         return decision
 
     # --- decisions pushed by gateways ----------------------------------------------------
@@ -347,11 +366,13 @@ class Approvals:
 
     # --- publishing through the engine task -------------------------------------------------
 
-    async def _publish(self, sid: str, frame: bytes, kind: str, *, wait: bool) -> bool:
+    async def _publish(
+        self, sid: str, frame: bytes, kind: str, *, wait: bool, answered: bool = False
+    ) -> bool:
         if len(self._queue) >= MAX_QUEUED:
             log.warning("approvals: publish queue full, dropping %s for %s", kind, sid)
             return False
-        item = _Queued(sid, [OutEvent(kind, frame, session_stream=True)])
+        item = _Queued(sid, [OutEvent(kind, frame, session_stream=True)], answered=answered)
         if wait:
             item.published = asyncio.get_running_loop().create_future()
         self._queue.append(item)
@@ -379,7 +400,9 @@ class Approvals:
             state = (await engine.pub.session(item.sid)).clone()
             events = list(item.events)
             h: dict[str, str] = {}
-            change = state.turn.on_approval(self.waiting_for(item.sid), _now_ms())
+            change = state.turn.on_approval(
+                self.waiting_for(item.sid), _now_ms(), answered=item.answered
+            )
             if change is not None:
                 events.append(turn_event(item.sid, change))
                 h.update(turn_hash(change))
@@ -412,13 +435,25 @@ class Approvals:
         The request is not trusted: the transcript is read only inside the claude dir (real
         paths), the preview reads files only under the session's own cwd (from Redis).
         """
-        tool_use_id = None
+        return self._match(transcript, name, tool_input, taken), ap.edit_preview(
+            name, tool_input, root=cwd
+        )
+
+    def _match(
+        self, transcript: Any, name: str, tool_input: dict[str, Any], taken: set[str]
+    ) -> str | None:
+        """The toolUseId of the open ``tool`` block this request is for (claude dir only)."""
+        path = self._transcript(transcript)
+        return None if path is None else match_tool_use(path, name, tool_input, taken=taken)
+
+    def _transcript(self, transcript: Any) -> Path | None:
+        """The request's transcript path, only when it really lies in the claude dir."""
         if isinstance(transcript, str) and os.path.isabs(transcript):
             real = os.path.realpath(transcript)
             root = os.path.realpath(self.settings.claude_dir)
             if os.path.commonpath([real, root]) == root:
-                tool_use_id = match_tool_use(Path(real), name, tool_input, taken=taken)
-        return tool_use_id, ap.edit_preview(name, tool_input, root=cwd)
+                return Path(real)
+        return None
 
 
 def match_tool_use(
@@ -459,6 +494,43 @@ def match_tool_use(
     return open_calls[0][0] if len(open_calls) == 1 else None
 
 
+def call_after(
+    path: Path, offset: int, name: str, tool_input: dict[str, Any], taken: set[str]
+) -> tuple[str, bool] | None:
+    """A ``tool`` block for this request written after ``offset`` (toolUseId, has a result).
+
+    The latest call with the same (normalised) input, else the only one with this name.
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(TRANSCRIPT_TAIL_BYTES)
+    except OSError:
+        return None
+    calls: list[tuple[str, Any]] = []
+    answered: set[str] = set()
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        event = projection.project_line(raw, text_max_chars=len(raw) + 1).event
+        for block in (event or {}).get("blocks", []):
+            if block.get("kind") == "tool" and block.get("name") == name:
+                if str(block.get("toolUseId")) not in taken:
+                    calls.append((str(block.get("toolUseId")), block.get("input")))
+            elif block.get("kind") == "tool_result":
+                answered.add(str(block.get("toolUseId")))
+    same = [t for t, i in calls if isinstance(i, dict) and same_input(tool_input, i)]
+    found = same[-1] if same else (calls[0][0] if len(calls) == 1 else None)
+    return None if found is None else (found, found in answered)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def same_input(hook: dict[str, Any], call: dict[str, Any]) -> bool:
     """Equal, counting a key present on one side only as equal when its value is empty/false."""
     for k in hook.keys() | call.keys():
@@ -475,7 +547,7 @@ def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
         return None, None, None
     sid, name, tool_input = req.get("session_id"), req.get("tool_name"), req.get("tool_input")
     return (
-        sid if isinstance(sid, str) and sid and len(sid) <= 256 else None,
+        sid if valid_session_id(sid) else None,
         name if isinstance(name, str) and name and len(name) <= 256 else None,
         tool_input if isinstance(tool_input, dict) else None,
     )

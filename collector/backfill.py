@@ -64,3 +64,49 @@ def parse_offset(value: str) -> tuple[int, int, int] | None:
     except ValueError:
         return None
     return (off, dev, ino) if off >= 0 else None
+
+
+def tail_start(path: Path, end: int, *, lines: int, max_bytes: int) -> int:
+    """Offset of the start of the last ``lines`` complete lines before ``end``.
+
+    Scans backwards from ``end`` (which must be a line end) and stops after ``max_bytes``,
+    at the start of the first whole line within that budget; 0 when the file is shorter.
+    """
+    if end <= 0 or lines <= 0:
+        return end
+    floor = max(0, end - max_bytes)
+    seen = 0
+    with open(path, "rb") as f:
+        pos = end - 1  # the byte at end - 1 is the newline ending the last line
+        while pos > floor:
+            start = max(floor, pos - SCAN_CHUNK)
+            f.seek(start)
+            chunk = f.read(pos - start)
+            k = len(chunk)
+            while True:
+                k = chunk.rfind(b"\n", 0, k)
+                if k < 0:
+                    break
+                seen += 1
+                if seen >= lines:
+                    return start + k + 1
+            pos = start
+    if floor == 0:
+        return 0
+    return _next_line_start(path, floor, end)
+
+
+def _next_line_start(path: Path, at: int, end: int) -> int:
+    """The first line start at or after ``at`` (``end`` if none)."""
+    with open(path, "rb") as f:
+        f.seek(at - 1)
+        pos = at - 1
+        while pos < end:
+            chunk = f.read(min(SCAN_CHUNK, end - pos))
+            if not chunk:
+                break
+            k = chunk.find(b"\n")
+            if k >= 0:
+                return pos + k + 1
+            pos += len(chunk)
+    return end

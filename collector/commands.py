@@ -33,6 +33,7 @@ from collector.drivers.control import Controller
 from collector.drivers.notices import TraceMap, TurnNotices
 from shared import commands as c
 from shared.commands import Command, EnvelopeError, Reply
+from shared.ids import valid_session_id
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -206,7 +207,11 @@ class CommandConsumer:
             count(self._counter, self._handlers, "other", "malformed")
             await self._client.xack(self._stream, c.GROUP, entry_id)
             return
-        outcome, reply = await self._execute_once(cmd)
+        if cmd.session_id and not valid_session_id(cmd.session_id):
+            # never a key, a glob or an argv word: refused before anything runs
+            outcome, reply = "invalid", Reply.failure(cmd.id, c.INVALID, "invalid session id")
+        else:
+            outcome, reply = await self._execute_once(cmd)
         reply_stream = self._keys.reply(cmd.gateway_id)
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.xadd(reply_stream, reply.fields(), maxlen=c.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import redis.exceptions
 
-from collector import backfill
+from collector import backfill, history
 from collector.metrics import CollectorMetrics
 from collector.paths import TranscriptPath, classify, parent_tool_use_id
 from collector.publisher import Publisher, now_ms
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 BATCH_MAX_BYTES = 4 * 1024 * 1024
 #: Lines read to find a legacy sub-agent file's parent session id.
 SID_PROBE_LINES = 50
+#: A file set aside after a failure of its own is tried again after this long even unchanged.
+RETRY_S = 60.0
 #: Event-loop turns given to an append to get its request onto the socket.
 SEND_YIELDS = 6
 
@@ -92,6 +94,8 @@ class FileEntry:
     tail: FileTail
     committed: str
     sid: str | None
+    #: Registered without its history (old file): load it before publishing new lines.
+    history_pending: bool = False
     #: a sub-agent file: the tool call that started it (read from its .meta.json)
     parent_tool: str | None = None
 
@@ -121,8 +125,9 @@ class FileSync:
         self.root = root
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.files: dict[str, FileEntry] = {}
-        #: Files set aside after a failure of their own, by key: the stat they failed with.
-        self.failed: dict[str, tuple[int, int, int, float] | None] = {}
+        #: Files set aside after a failure of their own, by key: (the stat they failed
+        #: with, when): tried again when the file changes or after :data:`RETRY_S`.
+        self.failed: dict[str, tuple[tuple[int, int, int, float] | None, float]] = {}
         self._real_root = os.path.realpath(root)
 
     def _inside(self, path: Path) -> bool:
@@ -137,14 +142,15 @@ class FileSync:
 
         True when the file has more to read (the caller comes back to it after the others).
         A failure that belongs to this file alone (a refused append, an unreadable name or
-        content) is logged and the file is set aside until it changes: one bad file never
-        stops the others. Failures of the bus itself (connection, epoch) propagate.
+        content) is logged and the file is set aside until it changes (or :data:`RETRY_S`
+        passed): one bad file never stops the others. Failures of the bus itself (connection, epoch) propagate.
         """
         tp = classify(self.root, path)
         if tp is None:
             return False
         if tp.key in self.failed:
-            if self.failed[tp.key] == _stamp(path):
+            stamp, since = self.failed[tp.key]
+            if stamp == _stamp(path) and time.monotonic() - since < RETRY_S:
                 return False
             del self.failed[tp.key]
         try:
@@ -158,7 +164,7 @@ class FileSync:
         except Exception as exc:
             if bus_error(exc):
                 raise
-            self.failed[tp.key] = _stamp(path)
+            self.failed[tp.key] = (_stamp(path), time.monotonic())
             self.files.pop(tp.key, None)
             self.metrics.file_errors.inc()
             log.warning("file %s: set aside until it changes: %r", tp.key, exc, exc_info=exc)
@@ -170,7 +176,7 @@ class FileSync:
             return None
         if not self._inside(path):
             log.warning("file %s: its directory leads out of %s; not read", tp.key, self.root)
-            self.failed[tp.key] = _stamp(path)
+            self.failed[tp.key] = (_stamp(path), time.monotonic())
             return None
         committed = await self.pub.committed(tp.key)
         entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
@@ -179,6 +185,9 @@ class FileSync:
         parsed = backfill.parse_offset(committed)
         if parsed is not None and parsed[2] == p.identity.ino:
             entry.tail.offset = parsed[0]
+            # Perhaps registered by an earlier run without its history: checked (one HMGET)
+            # before its first new line, so a resumed old session shows its history first.
+            entry.history_pending = tp.agent_id is None
             log.debug("file %s: resuming at offset %d", tp.key, parsed[0])
         elif initial or parsed is not None:
             await self._backfill(entry, p.size, p.mtime)
@@ -206,16 +215,7 @@ class FileSync:
         if entry.sid is None or not backfill.wants_history(
             mtime, time.time(), max_age_hours=s.backfill_max_age_hours, events=s.backfill_events
         ):
-            value = backfill.offset_value(end, ident.dev, ident.ino)
-            batch = AppendBatch(entry.sid or "", [], key, entry.committed, value)
-            try:
-                await self.pub.append(batch)
-            except OffsetConflict as exc:
-                self._adopt(entry, exc.committed)
-                return
-            tail.commit(end)
-            entry.committed = value
-            log.debug("file %s: registered at offset %d (no backfill)", key, end)
+            await self._register(entry, end, mtime)
             return
         state = await self.pub.session(entry.sid)
         plan = self.plan(
@@ -255,6 +255,24 @@ class FileSync:
             "file %s: backfilled %d events of %d lines into session %s",
             key, len(plan.events), read, entry.sid,
         )
+
+    async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
+        """Commit the offset at the file's end; list the session (``collector.history``)."""
+        tail, key, ident = entry.tail, entry.tp.key, entry.tail.identity
+        listed, activity = await history.listing(self, entry, end, mtime)
+        value = backfill.offset_value(end, ident.dev, ident.ino)
+        batch = AppendBatch(entry.sid or "", [], key, entry.committed, value, listed, activity)
+        try:
+            await self.pub.append(batch)
+        except OffsetConflict as exc:
+            self._adopt(entry, exc.committed)
+            return
+        tail.commit(end)
+        entry.committed = value
+        if listed and entry.sid:
+            entry.history_pending = True
+            self.pub.sessions.pop(entry.sid, None)  # reloaded from the hash just written
+        log.debug("file %s: registered at offset %d (listed: %s)", key, end, bool(listed))
 
     async def _drain(self, entry: FileEntry, max_batches: int | None = None) -> bool:
         """Publish what is new in one file, one batch in flight while the next is prepared.
@@ -296,6 +314,8 @@ class FileSync:
                 )
                 if not lines:
                     break
+                if entry.history_pending and pending is None:
+                    await history.load(self, entry.sid)  # resumed: its history goes first
                 nxt = await self._prepare(entry, entry.sid, lines, pending)
                 if pending is not None:
                     done, pending = pending, None

@@ -11,9 +11,19 @@ import orjson
 import redis.asyncio as aioredis
 
 from shared import __version__
+from shared.commands import CAP_LOAD_HISTORY, CAP_PROMPTS
 from shared.keys import Keys
+from shared.settings import Settings
 
 CAPABILITIES: list[str] = []
+
+
+def capabilities_of(settings: Settings) -> list[str]:
+    """What this machine serves: ``load_history`` always, ``prompts`` when enabled."""
+    caps = [CAP_LOAD_HISTORY]
+    if settings.allow_prompts:
+        caps.append(CAP_PROMPTS)
+    return caps
 
 
 def heartbeat_value(host: str, started_at_ms: int, capabilities: list[str]) -> bytes:

@@ -63,13 +63,26 @@ def _str(value: object) -> str | None:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process. A zombie (exited, not yet reaped — an orphan
+    can wait seconds for its new parent) is not: its Claude session is over."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """``/proc/<pid>/stat`` state ``Z`` (Linux); elsewhere, without ``/proc``, never."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    # The command name (field 2) is in parentheses and may hold spaces or ")"; the
+    # state is the first field after the last ")".
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
 def scan(sessions_dir: Path) -> dict[str, LiveProcess]:

@@ -20,13 +20,15 @@ from prometheus_client import CollectorRegistry
 from collector.approvals import Approvals
 from collector.commands import CollectorCommands
 from collector.engine import Engine
-from collector.heartbeat import beat
+from collector.heartbeat import beat, capabilities_of
+from collector.history import HistoryRequests
 from collector.metrics import CollectorMetrics, metrics_server
 from collector.publisher import Publisher
 from collector.watcher import Wake, rescan, watch
 from shared import projection
 from shared.appendlog import EpochChanged
 from shared.approvals import PERMISSION_DECISION
+from shared.commands import LOAD_HISTORY
 from shared.keys import Keys
 from shared.preflight import StartupError, collector_dirs
 from shared.redis_conn import connect
@@ -79,6 +81,7 @@ async def drive(
     metrics: CollectorMetrics,
     commands: CollectorCommands | None = None,
     approvals: Approvals | None = None,
+    history: HistoryRequests | None = None,
 ) -> None:
     """The engine loop: sync what changed, run timers, survive Redis outages and data loss."""
     loop = asyncio.get_running_loop()
@@ -107,6 +110,8 @@ async def drive(
                 await commands.notices.apply(engine)
             if approvals is not None:
                 await approvals.apply(engine)
+            if history is not None:
+                await history.apply(engine)
             if loop.time() >= next_tick:
                 if await engine.pub.epoch_changed():
                     raise EpochChanged("")
@@ -162,7 +167,10 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
     keys = Keys(settings.namespace)
     while not stop.is_set():
         try:
-            await beat(client, keys, settings.host_id, settings.heartbeat_ttl_s, stop)
+            await beat(
+                client, keys, settings.host_id, settings.heartbeat_ttl_s, stop,
+                capabilities=capabilities_of(settings),
+            )
         except REDIS_ERRORS:
             await sleep_unless(stop, 1.0)
     with contextlib.suppress(*REDIS_ERRORS):
@@ -195,13 +203,14 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
     approvals = Approvals(settings, wake.event.set, registry)
     engine.observers.append(approvals)  # the terminal answering first resolves held requests
+    history = HistoryRequests(wake.event.set)
     commands = CollectorCommands(
         settings, metrics.commands, wake.event.set,
-        extra_handlers={PERMISSION_DECISION: approvals.decide},
+        extra_handlers={PERMISSION_DECISION: approvals.decide, LOAD_HISTORY: history.handle},
     )
     engine.pub.traces = commands.traces
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
-        "engine": lambda: drive(engine, wake, stop, metrics, commands, approvals),
+        "engine": lambda: drive(engine, wake, stop, metrics, commands, approvals, history),
         "commands": lambda: commands.run(stop),
         "approvals": lambda: approvals.serve(stop),
         "watcher": lambda: watch(wake, dirs, stop, step_ms=settings.watch_step_ms),

@@ -9,7 +9,9 @@ emitted once and consecutive duplicates never are:
   ``busy`` when a run starts and, interactively, 60–140 ms before a turn's last transcript
   lines. So ``idle`` counts only after ``busy`` was seen since the last prompt, never while
   relaybus's own headless run is active, and only once the transcript ended the turn too
-  (or the live file kept saying ``idle`` for :data:`LIVE_IDLE_GRACE_MS`);
+  (or the live file kept saying ``idle`` for :data:`LIVE_IDLE_GRACE_MS`) — a ``busy`` opens a
+  turn for the transcript to end, since the interactive CLI also flips ``busy`` → ``idle`` →
+  ``busy`` before a typed prompt's line and between tool calls;
 * the transcript's turn signals (the projection's ``turn`` per line);
 * a long backstop that turns a silent ``working`` into ``idle``; any main-session assistant
   or tool-result line after it brings ``working`` back.
@@ -59,12 +61,12 @@ class TurnTracker:
     run_active: bool = False
     #: What a permission request relaybus holds waits for.
     approval: str | None = None
+    #: A client answered the request while the live file said ``waiting``: that ``waiting``
+    #: (Claude Code's own dialog for the same request, closing) is over until the file
+    #: leaves it.
+    live_waiting_stale: bool = False
     #: The backstop ended the turn; a main-session assistant/tool-result line revives it.
     backstopped: bool = False
-
-    @property
-    def live_status(self) -> bool:
-        return self.live is not None
 
     # --- inputs ---------------------------------------------------------------------------
 
@@ -118,12 +120,23 @@ class TurnTracker:
         if mapped in (WORKING, WAITING):
             self.busy_seen = True
             self.backstopped = False
+            # A turn began (typed in the terminal, its lines not written yet): only the
+            # transcript ends it, or the live file's idle held for the grace.
+        if mapped == WORKING:
+            self.transcript = WORKING
+        if mapped != WAITING:
+            self.live_waiting_stale = False
         self.live = mapped
         self.live_waiting_for = waiting_for if mapped == WAITING else None
         return self._update(now_ms)
 
-    def on_approval(self, waiting_for: str | None, now_ms: int) -> TurnChange | None:
-        """A permission request is held (``waiting_for``), or none is any more."""
+    def on_approval(
+        self, waiting_for: str | None, now_ms: int, *, answered: bool = False
+    ) -> TurnChange | None:
+        """A permission request is held (``waiting_for``), or none is any more (``answered``:
+        a client decided it, so the live file's ``waiting`` for it is over)."""
+        if not waiting_for and self.approval and answered and self.live == WAITING:
+            self.live_waiting_stale = True
         self.approval = waiting_for or None
         return self._update(now_ms)
 
@@ -154,6 +167,7 @@ class TurnTracker:
     def on_end(self, now_ms: int) -> TurnChange | None:
         """The session ended: whatever it was doing, it is not working any more."""
         self.live = self.live_waiting_for = self.live_idle_since = self.approval = None
+        self.live_waiting_stale = False
         self.run_active = False
         self.backstopped = False
         self.transcript = IDLE if self.state not in (None, IDLE) else self.transcript
@@ -164,9 +178,9 @@ class TurnTracker:
     def _desired(self, now_ms: int) -> tuple[str | None, str | None]:
         if self.approval:
             return WAITING, self.approval
-        if self.live == WAITING:
+        if self.live == WAITING and not self.live_waiting_stale:
             return WAITING, self.live_waiting_for
-        if self.live == WORKING:
+        if self.live in (WORKING, WAITING):
             return WORKING, None
         tx = self.transcript
         if self.live == IDLE and self.busy_seen and not self.run_active:

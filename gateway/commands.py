@@ -156,6 +156,7 @@ class GatewayCommands:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, int] = {}
+        self._history: dict[str, asyncio.Future[bool]] = {}
 
     async def start(self) -> None:
         self.replies.start()
@@ -303,6 +304,42 @@ class GatewayCommands:
             return frame, c.TIMEOUT, cmd.id
         outcome = "ok" if reply.ok else (reply.code or "error")
         return c.client_frame(cmd, reply), outcome, cmd.id
+
+    async def load_history(self, sid: str, host: str) -> bool:
+        """Ask ``host`` to publish ``sid``'s history (``collector.history``); True once it did.
+
+        Concurrent watches of one session on this gateway share one command; the collector
+        publishes a history at most once whoever asks.
+        """
+        shared = self._history.get(sid)
+        if shared is not None:
+            return await asyncio.shield(shared)
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._history[sid] = fut
+        ok = False
+        try:
+            ok = await self._load_history(sid, host)
+        finally:
+            del self._history[sid]
+            fut.set_result(ok)
+        return ok
+
+    async def _load_history(self, sid: str, host: str) -> bool:
+        if c.CAP_LOAD_HISTORY not in c.host_capabilities(await self._client.get(self._keys.host(host))):
+            log.info("history of %s not loaded: machine %s is offline or too old", sid, host)
+            return False
+        cmd = Command(
+            id=str(uuid.uuid4()),
+            type=c.LOAD_HISTORY,
+            session_id=sid,
+            gateway_id=self._gateway_id,
+            deadline_ms=c.now_ms() + int(self._timeout_s * 1000),
+        )
+        reply = await self._round_trip(host, cmd)
+        outcome = "timeout" if reply is None else "ok" if reply.ok else (reply.code or "error")
+        self._metrics.commands.labels(c.LOAD_HISTORY, outcome).inc()
+        log.info("command %s load_history session=%s: %s", cmd.id, sid, outcome)
+        return reply is not None and reply.ok
 
     async def _round_trip(self, host: str, cmd: Command) -> Reply | None:
         stream = self._keys.cmd(host)

@@ -14,7 +14,6 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -30,6 +29,9 @@ from gateway.web_security import OriginPolicy
 from gateway.wsio import AsgiSink, FrameSink
 
 log = logging.getLogger(__name__)
+
+#: ``?epoch=`` longer than this is refused (``hello.epoch`` has the same cap).
+MAX_URL_EPOCH_CHARS = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,7 @@ class Endpoint:
                     except TimeoutError:
                         v1_at = None
                         await self._resolve_v1(conn, url_error)
+                        url_error = None
                         continue
                 if message["type"] == "websocket.disconnect":
                     return
@@ -185,7 +188,7 @@ class Endpoint:
                 if not await self._one(conn, raw):
                     continue
                 if url_error is not None and conn.welcomed and not conn.hello_done:
-                    conn.send(url_error)  # a v1 client resolved by its first frame
+                    self._url_error(conn, url_error)  # a v1 client resolved by its first frame
                 url_error = None
         except WebSocketDisconnect:
             return
@@ -193,28 +196,34 @@ class Endpoint:
             if auth_timer is not None:
                 auth_timer.cancel()
 
-    def _url_resume(self, ws: WebSocket, conn: Connection) -> dict[str, Any] | None:
+    def _url_resume(self, ws: WebSocket, conn: Connection) -> str | None:
         """Read ``?lastSeqId=`` and ``?epoch=`` (the resume point of a client that sends no
-        hello); an unusable value is ignored and answered with ``error{invalid_field}``."""
+        hello); an unusable value is ignored: the message of the ``error{invalid_field}``
+        it gets once it is resolved as v1."""
         params = ws.query_params
-        conn.url_epoch = params.get("epoch") or None
+        epoch = params.get("epoch") or None
         raw = params.get("lastSeqId")
+        if epoch is not None and len(epoch) > MAX_URL_EPOCH_CHARS:
+            return f"query parameter 'epoch' exceeds {MAX_URL_EPOCH_CHARS} characters; not resuming"
+        conn.url_epoch = epoch
         if raw is None:
             return None
         if raw.isascii() and raw.isdigit() and len(raw) <= 18:
             conn.url_last_seq = int(raw)
             return None
-        self.metrics.bad_frames.labels(ErrorCode.INVALID_FIELD.value).inc()
-        message = "query parameter 'lastSeqId' must be an integer >= 0; not resuming"
-        return protocol.error_frame(ErrorCode.INVALID_FIELD, message, None, self.hub.position)
+        return "query parameter 'lastSeqId' must be an integer >= 0; not resuming"
 
-    async def _resolve_v1(self, conn: Connection, url_error: dict[str, Any] | None) -> None:
+    def _url_error(self, conn: Connection, message: str) -> None:
+        self.metrics.bad_frames.labels(ErrorCode.INVALID_FIELD.value).inc()
+        conn.send(protocol.error_frame(ErrorCode.INVALID_FIELD, message, None, self.hub.position))
+
+    async def _resolve_v1(self, conn: Connection, url_error: str | None) -> None:
         try:
             await self.handlers.resolve_v1(conn)
         except RedisError as exc:  # the resume closes the connection itself; belt and braces
             log.warning("connection %s: v1 resume failed: %s", conn.cid, exc)
         if url_error is not None:
-            conn.send(url_error)
+            self._url_error(conn, url_error)
 
     async def _one(self, conn: Connection, raw: str | bytes) -> bool:
         """Handle one client frame; ``False`` when it was refused before being handled."""

@@ -9,6 +9,7 @@ command issue lands, :class:`NotImplementedCommands` answers them with an error.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Protocol
 
 import redis.asyncio as aioredis
@@ -22,16 +23,26 @@ from gateway.fanout import Hub
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode, ErrorCode, ProtocolError
 from gateway.replay import Gap, Merged, leading_gap, merge
-from gateway.sessions import list_sessions, turn_status_frame
+from gateway.sessions import list_hosts, list_sessions, turn_status_frame
 from gateway.wsio import Outgoing
 from shared import __version__
+from shared.commands import reservation_key
 from shared.keys import Keys
 
 log = logging.getLogger(__name__)
 
+#: Session hash field: ``0`` while an old session's history was never published.
+HISTORY_LOADED = b"historyLoaded"
+#: Heartbeats change rarely; a burst of list_sessions (reconnects) scans them once.
+HOSTS_TTL_S = 1.0
+
 
 class CommandRouter(Protocol):
     async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None: ...
+
+
+class HistoryLoader(Protocol):
+    async def load_history(self, sid: str, host: str) -> bool: ...
 
 
 class NotImplementedCommands:
@@ -55,6 +66,7 @@ class Handlers:
         replay_depth: int,
         commands: CommandRouter | None = None,
         approvals: GatewayApprovals | None = None,
+        history_loader: HistoryLoader | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -64,6 +76,9 @@ class Handlers:
         self.replay_depth = replay_depth
         self.commands: CommandRouter = commands or NotImplementedCommands()
         self.approvals = approvals
+        #: Asks a session's collector to publish a history it never published (old sessions).
+        self.history_loader = history_loader
+        self._hosts_cache: tuple[float, list[dict[str, Any]]] | None = None
 
     async def handle(self, conn: Connection, msg: protocol.ClientMessage) -> None:
         if isinstance(msg, protocol.Hello):
@@ -73,7 +88,13 @@ class Handlers:
             await self.resolve_v1(conn)
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.client, self.keys)
-            frame = {"type": "sessions", "sessions": sessions, "seqId": self.hub.position}
+            hosts = await self._hosts()
+            frame = {
+                "type": "sessions",
+                "sessions": sessions,
+                "hosts": hosts,
+                "seqId": self.hub.position,
+            }
             conn.send(protocol.with_request(frame, msg.requestId))
         elif isinstance(msg, protocol.WatchSession):
             await self.watch(conn, msg)
@@ -106,6 +127,8 @@ class Handlers:
         conn.observe = protocol.TURN_STATUS_OBSERVE in caps
         conn.blocks_only = protocol.BLOCKS_ONLY in caps
         if conn.global_buffer is None:  # late hello: already live as v1; buffer again
+            # Everything dispatched so far was offered to it live: a resume must not repeat it.
+            conn.global_mark = max(conn.global_mark, self.hub.position)
             conn.global_buffer = []
             conn.buffer_floor = self.hub.position
             self.hub.refresh(conn)
@@ -248,19 +271,23 @@ class Handlers:
         self.hub.watch(conn, sid)
         if self.approvals is not None:  # counted before the ack: a request may follow at once
             await self.approvals.sync(sid)
+        history_loaded = True
         try:
-            head = await history.read_session_head(
-                self.client, self.keys, sid, depth=self.replay_depth, since=msg.sinceSeqId
-            )
+            head = await self._read_session(msg)
+            if head.row.get(HISTORY_LOADED) == b"0":
+                history_loaded = await self._load_history(sid, head.row)
+                head = await self._read_session(msg)
+            if not head.row and not await self.client.exists(reservation_key(self.keys, sid)):
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId
+                )
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
             raise
-        if not head.row:
-            self._cancel_watch(conn, sid, was_watched)
-            raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
-        items: list[Outgoing] = [
-            conn.direct_out(self._ack(sid, True, msg.requestId, msg.traceId))
-        ]
+        ack_frame = self._ack(sid, True, msg.requestId, msg.traceId)
+        if not history_loaded:
+            ack_frame["historyLoaded"] = False
+        items: list[Outgoing] = [conn.direct_out(ack_frame)]
         since, after = msg.sinceSeqId, head.after
         if since is not None and since > head.head:
             items.append(conn.direct_out(protocol.gap_frame(1, since, "epoch", session_id=sid)))
@@ -339,6 +366,25 @@ class Handlers:
                 items.append(conn.event_out(item, live=False))
                 replayed += 1
         self.metrics.replayed_events.inc(replayed)
+
+    async def _hosts(self) -> list[dict[str, Any]]:
+        """The machines of the ``sessions`` frame, read at most once per ``HOSTS_TTL_S``."""
+        now = time.monotonic()
+        if self._hosts_cache is None or now - self._hosts_cache[0] > HOSTS_TTL_S:
+            self._hosts_cache = (now, await list_hosts(self.client, self.keys))
+        return self._hosts_cache[1]
+
+    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHead:
+        return await history.read_session_head(
+            self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
+        )
+
+    async def _load_history(self, sid: str, row: dict[bytes, bytes]) -> bool:
+        """Have the session's machine publish the history it only listed; False if it did not."""
+        host = row.get(b"host", b"").decode("utf-8", "replace")
+        if self.history_loader is None or not host:
+            return False
+        return await self.history_loader.load_history(sid, host)
 
     def _cancel_watch(self, conn: Connection, sid: str, was_watched: bool) -> None:
         conn.watch_buffers.pop(sid, None)

@@ -83,6 +83,7 @@ class Runtime:
             replay_depth=settings.replay_depth,
             commands=commands or self.gateway_commands,
             approvals=self.approvals,
+            history_loader=self.gateway_commands,
         )
         self.endpoint = Endpoint(
             hub=self.hub,

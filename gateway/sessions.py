@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 
+from shared.commands import host_capabilities
 from shared.keys import Keys
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
@@ -28,7 +31,7 @@ PROMPT_RANK = 1
 
 def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
     """SessionInfo as the seed shapes it (``title`` only when Claude Code wrote one), plus the
-    additive firstPrompt/host/lastSeqId/lastActivity/state/live."""
+    additive firstPrompt/host/lastSeqId/lastActivity/state/since/waitingFor/live/historyLoaded."""
     text = {k.decode(): v.decode("utf-8", "replace") for k, v in row.items()}
     info: dict[str, Any] = {
         "id": sid,
@@ -51,6 +54,12 @@ def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
         state=text.get("state") or "idle",
         live=text.get("live") == "1",
     )
+    if text.get("historyLoaded") == "0":
+        info["historyLoaded"] = False
+    if text.get("state"):
+        info["since"] = _int(row.get(b"since")) or 0
+    if text.get("waitingFor"):
+        info["waitingFor"] = text["waitingFor"]
     return info
 
 
@@ -97,3 +106,42 @@ def has_something_to_show(row: dict[bytes, bytes]) -> bool:
         return True
     verdict = row.get(b"hasContent")
     return verdict == b"1" if verdict else (_int(row.get(b"sessionSeq")) or 0) > 0
+
+
+
+#: Upper bound on machines listed in one ``sessions`` reply.
+HOSTS_LIMIT = 200
+
+
+async def list_hosts(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]:
+    """Machines whose collector beats now: ``{host, version, capabilities}``, by name.
+
+    Read from the ``hosts`` index (live heartbeats scored by expiry), never by SCAN: a
+    client asking for the list must not make the gateway walk the keyspace, and the
+    gateway's Redis user may not SCAN (deploy/redis-acl.conf).
+    """
+    now_ms = int(time.time() * 1000)
+    live = await client.zrangebyscore(keys.hosts, now_ms, "+inf", start=0, num=HOSTS_LIMIT)
+    names = [keys.host(h.decode() if isinstance(h, bytes) else str(h)).encode() for h in live]
+    if not names:
+        return []
+    values = await client.mget(names)
+    prefix = keys.host("")
+    hosts: list[dict[str, Any]] = []
+    for name, raw in zip(names, values, strict=True):
+        if raw is None:
+            continue
+        try:
+            beat = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            beat = {}
+        version = beat.get("version", "") if isinstance(beat, dict) else ""
+        hosts.append(
+            {
+                "host": name.decode("utf-8", "replace")[len(prefix) :],
+                "version": str(version),
+                "capabilities": host_capabilities(raw),
+            }
+        )
+    hosts.sort(key=lambda h: str(h["host"]))
+    return hosts

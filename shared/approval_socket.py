@@ -104,24 +104,3 @@ def connect(path: Path, timeout_s: float) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def problem(path: Path) -> str | None:
-    """Why a collector could not serve ``path`` now (one line), or ``None`` (for ``doctor``)."""
-    try:
-        check_path(path)
-        if path.parent.exists() or path.parent.is_symlink():
-            check_private_dir(path.parent, create=False)
-    except UnsafeEndpoint as exc:
-        return f"{exc} (RELAYBUS_APPROVAL_SOCKET, XDG_RUNTIME_DIR)"
-    if not os.path.lexists(path):
-        return None
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(os.fspath(path))
-    except OSError:
-        return None  # a dead socket file: the collector replaces it
-    finally:
-        probe.close()
-    return f"{path} is already served by another process"

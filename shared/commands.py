@@ -23,6 +23,12 @@ PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
+#: Gateway-internal: publish the history of a session listed without it (collector.history).
+LOAD_HISTORY = "load_history"
+
+#: Heartbeat capabilities (``{ns}:host:<host>`` JSON ``capabilities``).
+CAP_LOAD_HISTORY = "load_history"
+CAP_PROMPTS = "prompts"
 
 GROUP = "collectors"
 #: ``Reply.data`` flag of a second reply: the command failed after its first (ok) reply.
@@ -229,6 +235,18 @@ def done_key(keys: Keys, command_id: str) -> str:
 def reservation_key(keys: Keys, sid: str) -> str:
     """A new conversation reserved on a host before its transcript exists: hash host, cwd."""
     return f"{keys.prefix}newconv:{sid}"
+
+
+def host_capabilities(heartbeat: bytes | str | None) -> list[str]:
+    """The ``capabilities`` of a ``{ns}:host:<host>`` heartbeat value ([] when absent or unreadable)."""
+    if heartbeat is None:
+        return []
+    try:
+        value = orjson.loads(heartbeat)
+    except orjson.JSONDecodeError:
+        return []
+    caps = value.get("capabilities") if isinstance(value, dict) else None
+    return [str(x) for x in caps] if isinstance(caps, list) else []
 
 
 async def ensure_group(client: aioredis.Redis, stream: str) -> None:

@@ -4,8 +4,10 @@ import { Actions } from "./actions.js";
 import { ChatView } from "./chatView.js";
 import { Connection, newId } from "./connection.js";
 import { renderList } from "./listView.js";
+import { NewConversationView } from "./newConversation.js";
+import { emptyText, freshnessText, promptsAllowed } from "./sessionState.js";
 import { Store } from "./store.js";
-import { formatElapsed } from "./toolDisplay.js";
+import { errorText } from "./toolDisplay.js";
 
 const TOKEN_KEY = "relaybus.token";
 // blocks_only: the server leaves out event.data, which this client never reads when blocks
@@ -16,6 +18,7 @@ const USER_TYPES = new Set(["user", "text", "message"]);
 const $ = (sel) => document.querySelector(sel);
 const store = new Store();
 let link = { welcomed: false, resumed: false, gapReset: false }; // per connection
+const fresh = { state: "connecting", retryInMs: 0, catchingUp: 0 }; // what the header says
 
 // ---- token ---------------------------------------------------------------------------
 
@@ -79,7 +82,9 @@ function drawList() {
     renderList($("#sessions"), $("#empty"), store.sorted(), Date.now(), (e, sid) => {
       e.preventDefault();
       location.hash = `#/s/${encodeURIComponent(sid)}`;
-    });
+    }, emptyText(store.hosts));
+    const hosts = store.hosts;
+    $("#new-conv").hidden = Array.isArray(hosts) && !hosts.some((x) => promptsAllowed(hosts, x.host));
     if (!$("#list-loading").hidden) performance.mark("relaybus:list-painted"); // first paint, for bench/
     $("#list-loading").hidden = true;
   });
@@ -91,13 +96,24 @@ function sessionInfo(sid) {
 
 function drawTurn() {
   const chat = store.chat;
-  if (chat) chatView.turn(sessionInfo(chat.sessionId), store.interruptUnavailable.has(chat.sessionId));
+  if (!chat) return;
+  chatView.access(sessionInfo(chat.sessionId), store.hosts);
+  chatView.turn(sessionInfo(chat.sessionId), store.interruptUnavailable.has(chat.sessionId));
 }
+
+const newConvView = new NewConversationView($("#newconv-view"), {
+  onStart: ({ host, cwd, text }) => {
+    const frame = { type: "new_conversation", host };
+    if (cwd) frame.cwd = cwd;
+    return actions.request(frame, { kind: "newconv", text });
+  },
+});
 
 function showSignin(message) {
   $("#signin").hidden = false;
   $("#signin-msg").textContent = message ?? "";
   $("#list-view").hidden = true;
+  newConvView.hide();
   chatView.hide();
 }
 
@@ -116,19 +132,26 @@ function hello() {
 }
 
 function showStatus(s) {
-  const el = $("#conn");
   document.body.dataset.conn = s.state;
   if (s.state === "unauthorized") {
-    el.hidden = true;
+    $("#conn").hidden = true;
     showSignin(token() ? "That token was not accepted." : "This server needs a token.");
     return;
   }
-  el.hidden = s.state === "open" || (s.state === "connecting" && !store.epoch);
-  if (s.state === "waiting") {
-    $("#conn-text").textContent = `Connection lost. Retrying in ${formatElapsed(s.retryInMs + 999)}…`;
-  } else if (s.state === "connecting") {
-    $("#conn-text").textContent = "Reconnecting…";
-  }
+  Object.assign(fresh, { state: s.state, retryInMs: s.retryInMs ?? 0 });
+  if (s.state !== "open") fresh.catchingUp = 0;
+  drawFreshness();
+}
+
+/** The header's freshness line: reconnecting, or how many missed events are replaying. */
+function drawFreshness() {
+  const el = $("#conn");
+  const text = freshnessText(fresh);
+  // The very first connect is the loading screen's job, not a "reconnecting" banner.
+  el.hidden = !text || (fresh.state === "connecting" && !store.epoch);
+  $("#conn-text").textContent = text;
+  $("#retry").hidden = fresh.state !== "waiting";
+  el.classList.toggle("catching", fresh.state === "open" && fresh.catchingUp > 0);
 }
 
 const conn = new Connection({
@@ -159,8 +182,14 @@ function handle(msg) {
       return onWelcome(msg);
     case "sessions":
       store.setSessions(msg.sessions);
+      store.hosts = Array.isArray(msg.hosts) ? msg.hosts : null;
       store.noteSeq(msg.seqId);
+      if (fresh.catchingUp) {
+        fresh.catchingUp = 0; // the resume replay was sent before this answer
+        drawFreshness();
+      }
       drawList();
+      if (!$("#newconv-view").hidden) newConvView.show(store.sorted(), store.hosts);
       if (store.chat) chatView.header(sessionInfo(store.chat.sessionId));
       return drawTurn();
     case "session_started":
@@ -176,18 +205,18 @@ function handle(msg) {
         live: true,
       });
       return drawList();
-    case "session_updated": // the session's SessionInfo changed (title, cwd, …)
-      store.noteSeq(msg.seqId);
-      if (msg.session && typeof msg.session === "object") store.upsert(msg.sessionId, msg.session);
-      drawList();
-      if (store.chat?.sessionId === msg.sessionId) chatView.header(sessionInfo(msg.sessionId));
-      return undefined;
     case "session_ended":
       store.noteSeq(msg.seqId);
       store.upsert(msg.sessionId, { live: false });
       drawList();
       if (store.chat?.sessionId === msg.sessionId) chatView.header(sessionInfo(msg.sessionId));
       return undefined;
+    case "session_updated": // the session's SessionInfo changed (title, cwd, state, live…)
+      return onSessionUpdated(msg);
+    case "watch_ack":
+      return onWatchAck(msg);
+    case "new_conversation_ack":
+      return onNewConversation(msg);
     case "turn_status":
       store.noteSeq(msg.seqId);
       store.applyTurnStatus(msg);
@@ -216,9 +245,69 @@ function handle(msg) {
   }
 }
 
+function onSessionUpdated(msg) {
+  const info = msg.session;
+  const sid = typeof msg.sessionId === "string" ? msg.sessionId : info?.id;
+  if (!info || typeof info !== "object" || typeof sid !== "string") return;
+  store.noteSeq(msg.seqId);
+  store.upsert(sid, { ...info, id: sid });
+  drawList();
+  if (store.chat?.sessionId === sid) {
+    chatView.header(sessionInfo(sid));
+    drawTurn();
+  }
+}
+
+function onWatchAck(msg) {
+  actions.take(msg.requestId);
+  const chat = store.chat;
+  if (!chat || msg.sessionId !== chat.sessionId || msg.watching !== true) return;
+  chat.watchHead = Number(msg.seqId) || 0; // session events above it are live
+  const host = sessionInfo(chat.sessionId).host;
+  if (msg.historyLoaded !== false && sessionInfo(chat.sessionId).historyLoaded === false) {
+    store.upsert(chat.sessionId, { historyLoaded: true }); // published now: a recent session
+  }
+  chatView.history(
+    msg.historyLoaded === false
+      ? `This session's history could not be loaded${host ? ` (${host} is offline or too old)` : ""}; new events will appear here.`
+      : "",
+  );
+  const first = store.firstPrompt;
+  if (first?.sid === chat.sessionId) {
+    store.firstPrompt = null;
+    actions.sendPrompt(first.text);
+  }
+}
+
+function onNewConversation(msg) {
+  const req = actions.take(msg.requestId);
+  if (!msg.ok || typeof msg.sessionId !== "string") {
+    newConvView.busy(false);
+    toast(errorText(msg.errorCode, msg.message));
+    return;
+  }
+  const now = Date.now();
+  store.upsert(msg.sessionId, {
+    id: msg.sessionId,
+    host: msg.host,
+    cwd: msg.cwd,
+    firstPrompt: req?.text,
+    startedAt: now,
+    lastActivity: now,
+    live: true,
+  });
+  if (req?.text) store.firstPrompt = { sid: msg.sessionId, text: req.text };
+  newConvView.reset();
+  location.hash = `#/s/${encodeURIComponent(msg.sessionId)}`;
+}
+
 function onWelcome(msg) {
   conn.markHealthy();
   const epochChanged = store.epoch !== null && msg.epoch !== store.epoch;
+  if (link.resumed && !epochChanged && Number(msg.seqId) > store.lastSeqId) {
+    fresh.catchingUp = Number(msg.seqId) - store.lastSeqId; // replayed before our list_sessions answer
+    drawFreshness();
+  }
   store.epoch = msg.epoch ?? null;
   if (epochChanged) {
     store.lastSeqId = 0;
@@ -262,6 +351,10 @@ function onSessionEvent(msg) {
   const item = { kind: "event", seqId: msg.seqId, event: ev };
   const res = chat.add(item);
   if (!res.added) return;
+  if (chat.watchHead && msg.seqId > chat.watchHead && !ev.sidechain) {
+    store.upsert(chat.sessionId, { lastActivity: Date.now() }); // a live line: not stale
+    drawTurn();
+  }
   if (USER_TYPES.has(ev.type) && Array.isArray(ev.blocks) && !ev.sidechain) {
     const texts = textOf(ev.blocks);
     const now = Date.now();
@@ -277,11 +370,20 @@ function onSessionEvent(msg) {
 function route() {
   const m = /^#\/s\/(.+)$/.exec(location.hash);
   const sid = m ? decode(m[1]) : null; // a malformed link (%E0%A4%A) shows the list
+  const creating = location.hash === "#/new";
   const cur = store.chat?.sessionId ?? null;
   if (cur && cur !== sid) {
     conn.send({ type: "unwatch_session", requestId: newId("u"), sessionId: cur });
     store.closeChat();
   }
+  if (creating) {
+    chatView.hide();
+    $("#list-view").hidden = true;
+    newConvView.show(store.sorted(), store.hosts);
+    document.title = "New conversation · relaybus";
+    return;
+  }
+  newConvView.hide();
   if (!sid) {
     chatView.hide();
     $("#list-view").hidden = false;
@@ -296,6 +398,10 @@ function route() {
   store.openChat(sid);
   chatView.show(sessionInfo(sid));
   drawTurn();
+  if (sessionInfo(sid).historyLoaded === false) {
+    const host = sessionInfo(sid).host;
+    chatView.history(`Loading this session's history${host ? ` from ${host}` : ""}…`);
+  }
   if (link.welcomed) watch(sid, 0);
 }
 
@@ -319,6 +425,12 @@ function boot() {
   $("#back").addEventListener("click", () => {
     location.hash = "#/";
   });
+  $("#nc-back").addEventListener("click", () => {
+    location.hash = "#/";
+  });
+  $("#new-conv").addEventListener("click", () => {
+    location.hash = "#/new";
+  });
   window.addEventListener("hashchange", route);
   const wake = () => conn.checkAlive({ type: "list_sessions", requestId: newId("l") });
   window.addEventListener("online", wake);
@@ -326,9 +438,9 @@ function boot() {
     if (document.visibilityState === "visible") wake();
   });
   setInterval(() => {
-    if (!$("#list-view").hidden) drawList();
+    if (!$("#list-view").hidden) drawList(); // "working 3m" and staleness move on
     actions.expirePermissions(Date.now());
-  }, 15_000);
+  }, 5_000);
   route();
   conn.start();
   // The service worker fetches the whole shell: let the first paint go first.

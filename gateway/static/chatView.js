@@ -4,6 +4,7 @@
 import { h } from "./dom.js";
 import { Indicator } from "./indicator.js";
 import { ChatRenderer } from "./render.js";
+import { promptsOffText } from "./sessionState.js";
 import { sessionTitle } from "./toolDisplay.js";
 
 const STICK_PX = 80;
@@ -20,6 +21,9 @@ export class ChatView {
     this.stop = root.querySelector("#stop");
     this.form = root.querySelector("#composer");
     this.input = root.querySelector("#prompt");
+    this.promptsOff = root.querySelector("#prompts-off");
+    this.historyEl = root.querySelector("#history-note");
+    this.promptsAllowed = true;
     this.indicator = new Indicator(root.querySelector("#indicator"));
     this.queue = []; // [item, trimmedBelow] waiting for the next frame
     this.full = null; // items to redraw from scratch at the next frame
@@ -60,6 +64,22 @@ export class ChatView {
     this.renderer.reset();
     this.pendingEl.replaceChildren();
     this.input.value = "";
+    this.history("");
+  }
+
+  /** The message box only where the machine takes prompts; else how to turn them on. */
+  access(info, hosts) {
+    const off = info.host ? promptsOffText(hosts, info.host) : "";
+    this.promptsAllowed = !off;
+    this.form.hidden = Boolean(off);
+    this.promptsOff.hidden = !off;
+    this.promptsOff.textContent = off;
+  }
+
+  /** A status line above the messages (loading an old session's history, or why it failed). */
+  history(text) {
+    this.historyEl.hidden = !text;
+    this.historyEl.textContent = text;
   }
 
   hide() {
@@ -76,8 +96,8 @@ export class ChatView {
 
   /** Working indicator and Stop button from the session's turn state. */
   turn(info, stopDisabled) {
-    this.indicator.set(info.state, info.since, info.waitingFor);
-    this.stop.hidden = info.state !== "working";
+    this.indicator.set(info.state, info.since, info.waitingFor, info.lastActivity);
+    this.stop.hidden = info.state !== "working" || !this.promptsAllowed;
     this.stop.disabled = stopDisabled;
     this.stop.title = stopDisabled ? "Stopping isn't supported for this session" : "Stop this turn";
   }

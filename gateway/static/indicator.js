@@ -4,6 +4,7 @@
 // server's idle turn_status is the only thing that ends "working".
 
 import { h } from "./dom.js";
+import { formatQuiet, STALE_MS } from "./sessionState.js";
 import { formatElapsed } from "./toolDisplay.js";
 
 export const VERBS = [
@@ -33,10 +34,11 @@ export class Indicator {
     this.parts = null;
   }
 
-  set(state, since, waitingFor) {
+  set(state, since, waitingFor, lastActivity) {
     this.state = state;
     this.since = Number(since) || Date.now();
     this.waitingFor = waitingFor ?? null;
+    this.lastActivity = Number(lastActivity) || 0;
     clearInterval(this.timer);
     this.timer = null;
     if (state === "working" || state === "waiting") {
@@ -61,11 +63,16 @@ export class Indicator {
         glyph: h("span", { class: "glyph", "aria-hidden": "true" }),
         verb: h("span", { class: "verb" }),
         elapsed: h("span", { class: "elapsed" }),
+        stale: h("span", { class: "stale" }),
       };
-      this.el.replaceChildren(this.parts.glyph, this.parts.verb, this.parts.elapsed);
+      this.el.replaceChildren(this.parts.glyph, this.parts.verb, this.parts.elapsed, this.parts.stale);
     }
-    const { glyph, verb, elapsed } = this.parts;
+    const { glyph, verb, elapsed, stale } = this.parts;
     elapsed.textContent = formatElapsed(now - this.since);
+    const quiet = this.lastActivity ? now - Math.max(this.lastActivity, this.since) : 0;
+    const isStale = this.state === "working" && quiet > STALE_MS;
+    stale.hidden = !isStale;
+    stale.textContent = isStale ? `no output for ${formatQuiet(quiet)}` : "";
     if (this.state === "waiting") {
       glyph.textContent = "◆";
       verb.textContent = this.waitingFor ? `Waiting: ${this.waitingFor}` : "Waiting for you";

@@ -3,6 +3,7 @@
 
 import { h, prettyJson } from "./dom.js";
 import { legacyBlocks } from "./legacy.js";
+import { looksLikeMarkdown, parseMarkdown } from "./markdown.js";
 import {
   commandPreview,
   diffRows,
@@ -72,6 +73,33 @@ function resultView(block) {
   return h("div", { class: `result${err ? " error" : ""}` }, parts);
 }
 
+function inlineNodes(inl) {
+  return inl.map((n) => {
+    if (n.t === "code") return h("code", {}, n.text);
+    if (n.t === "strong") return h("strong", {}, inlineNodes(n.inl));
+    if (n.t === "em") return h("em", {}, inlineNodes(n.inl));
+    return n.text;
+  });
+}
+
+/** The safe Markdown subset as DOM, built from text nodes only (markdown.js). */
+export function markdownNodes(text) {
+  return parseMarkdown(text).map((b) => {
+    if (b.t === "code") return h("pre", { class: "code" }, b.text);
+    if (b.t === "h") return h("p", { class: "mdh" }, h("strong", {}, inlineNodes(b.inl)));
+    if (b.t === "ul" || b.t === "ol") {
+      const attrs = b.t === "ol" && b.start !== 1 ? { start: b.start } : {};
+      return h(b.t, attrs, b.items.map((inl) => h("li", {}, inlineNodes(inl))));
+    }
+    return h("p", {}, inlineNodes(b.inl));
+  });
+}
+
+/** Sub-agent work of a compaction (``acompact-*`` agents, or flagged by the server). */
+function isCompaction(ev) {
+  return ev?.compaction === true || (typeof ev?.agentId === "string" && ev.agentId.startsWith("acompact"));
+}
+
 function neutral(label, text) {
   return h(
     "div",
@@ -92,8 +120,9 @@ export class ChatRenderer {
   reset() {
     this.list.replaceChildren();
     this.toolRows = new Map(); // toolUseId -> row element
-    this.agentRows = []; // Task/Agent rows, in order
-    this.groups = new Map(); // agentId -> group body element
+    this.agentRows = []; // Task/Agent rows, in order: {row, toolUseId, key}
+    this.groups = new Map(); // group key (agentId, or tool:<id>) -> {group, body, n}
+    this.agentTools = new Map(); // agentId -> toolUseId (from the Task's tool_result)
     this.cards = new Map(); // requestKey -> permission card
   }
 
@@ -116,7 +145,7 @@ export class ChatRenderer {
     else node = this.eventNode(item);
     if (!node) return;
     const sidechain = item.kind === "event" && item.event?.sidechain === true;
-    (sidechain ? this.groupFor(item.event.agentId) : this.list).append(node);
+    (sidechain ? this.groupFor(item.event) : this.list).append(node);
   }
 
   gapNode(item) {
@@ -134,6 +163,9 @@ export class ChatRenderer {
     const ev = item.event ?? {};
     const type = typeof ev.type === "string" ? ev.type : "unknown";
     if (TITLE_TYPES.has(type)) return null; // a session title, not a chat message
+    if (ev.compactSummary === true || (type === "system" && ev.subtype === "compact_boundary")) {
+      return this.compactedNode(item, ev);
+    }
     const blocks = Array.isArray(ev.blocks) ? ev.blocks : legacyBlocks(ev);
     const wrap = h("div", { class: `item ${alignOf(type)}`, dataset: { seq: item.seqId, type } });
     if (!blocks || (!blocks.length && !KNOWN_TYPES.has(type))) {
@@ -153,12 +185,33 @@ export class ChatRenderer {
     return wrap.childElementCount ? wrap : null;
   }
 
+  /** Compaction: one collapsed row; the summary the model continues from inside it. */
+  compactedNode(item, ev) {
+    const blocks = Array.isArray(ev.blocks) ? ev.blocks : [];
+    const text = blocks.filter((b) => b?.kind === "text").map((b) => String(b.text ?? "")).join("\n");
+    const summary = ev.compactSummary === true;
+    return h(
+      "div",
+      { class: "item other", dataset: { seq: item.seqId, type: ev.type } },
+      h(
+        "details",
+        { class: "compacted" },
+        h("summary", {}, summary ? "Conversation compacted · summary" : "Conversation compacted"),
+        text.trim() ? h("div", { class: "ctext" }, text) : null,
+      ),
+    );
+  }
+
   blockNode(block, align) {
     if (!block || typeof block !== "object") return neutral("(empty block)", "");
     switch (block.kind) {
       case "text": {
         const text = String(block.text ?? "");
-        return text.trim() ? h("div", { class: `bubble ${align}` }, text, cutNote(block)) : null;
+        if (!text.trim()) return null;
+        if (align === "assistant" && looksLikeMarkdown(text)) {
+          return h("div", { class: `bubble ${align} md` }, markdownNodes(text), cutNote(block));
+        }
+        return h("div", { class: `bubble ${align}` }, text, cutNote(block));
       }
       case "thinking": {
         const text = String(block.text ?? "");
@@ -224,7 +277,7 @@ export class ChatRenderer {
       ),
     );
     if (block.toolUseId) this.toolRows.set(block.toolUseId, row);
-    if (isAgentTool(name)) this.agentRows.push({ row, agentId: null });
+    if (isAgentTool(name)) this.agentRows.push({ row, toolUseId: block.toolUseId ?? null, key: null });
     return row;
   }
 
@@ -240,33 +293,79 @@ export class ChatRenderer {
     row.classList.add(block.isError ? "failed" : "done");
     const input = row.querySelector(":scope > details.input");
     if (input) input.open = false;
+    if (typeof block.agentId === "string" && block.agentId) this.adoptAgent(block.agentId, block.toolUseId, row);
     const group = row.querySelector(":scope > .agent-group");
     row.insertBefore(view, group);
+    if (group) group.open = false; // completed sub-agent work collapses, like a finished tool
     return null;
   }
 
-  /** Sidechain events go under their Task row (first pending agent row without a group). */
-  groupFor(agentId) {
-    const key = agentId ?? "_";
+  /** A Task's result names its agent: its group belongs under this row (moved if misplaced). */
+  adoptAgent(agentId, toolUseId, row) {
+    this.agentTools.set(agentId, toolUseId);
+    const g = this.groups.get(agentId);
+    const slot = this.agentRows.find((r) => r.row === row);
+    if (!g) {
+      if (slot && slot.key === null) slot.key = agentId; // reserved for its own work
+      return;
+    }
+    if (g.group.parentElement === row) return;
+    const prev = this.agentRows.find((r) => r.key === agentId);
+    if (prev) prev.key = null;
+    const holder = g.group.parentElement;
+    if (slot) slot.key = agentId;
+    row.append(g.group);
+    if (holder && holder !== row && holder.classList.contains("item") && !holder.childElementCount) holder.remove();
+  }
+
+  /**
+   * The group body a sidechain event goes in: under the Task row it belongs to by id
+   * (`parentToolUseId` on the event, or the `agentId` a Task result named), else under the
+   * first Task row still running (older servers give no ids). Compaction agents get a
+   * collapsed group of their own.
+   */
+  groupFor(ev) {
+    const agentId = typeof ev.agentId === "string" && ev.agentId ? ev.agentId : null;
+    const parent = typeof ev.parentToolUseId === "string" && ev.parentToolUseId ? ev.parentToolUseId : null;
+    const key = agentId ?? (parent ? `tool:${parent}` : "_");
     const known = this.groups.get(key);
-    if (known) return known;
-    const free = this.agentRows.filter((r) => r.agentId === null);
-    const slot = free.find((r) => r.row.classList.contains("pending")) ?? free.at(-1);
+    if (known) {
+      known.n += 1;
+      known.label.textContent = this.groupLabel(known);
+      return known.body;
+    }
+    const compaction = isCompaction(ev);
+    const toolUseId = parent ?? (agentId ? this.agentTools.get(agentId) : undefined);
+    let slot = toolUseId ? this.agentRows.find((r) => r.toolUseId === toolUseId) : undefined;
+    if (!slot && !compaction && !toolUseId) {
+      const free = this.agentRows.filter((r) => r.key === null);
+      slot = free.find((r) => r.row.classList.contains("pending")) ?? free.at(-1);
+    }
     const body = h("div", { class: "agent-body" });
+    const label = h("span", { class: "glabel" });
+    const done = slot ? !slot.row.classList.contains("pending") : false;
     const group = h(
       "details",
-      { class: "agent-group", open: true },
-      h("summary", {}, agentId ? `Sub-agent ${agentId}` : "Sub-agent"),
+      { class: `agent-group${compaction ? " compaction" : ""}`, open: !compaction && !done, dataset: { agentId: agentId ?? "" } },
+      h("summary", {}, label),
       body,
     );
+    const g = { group, body, label, n: 1, agentId, compaction };
+    label.textContent = this.groupLabel(g);
     if (slot) {
-      slot.agentId = key;
+      slot.key = key;
       slot.row.append(group);
     } else {
       this.list.append(h("div", { class: "item other" }, group));
     }
-    this.groups.set(key, body);
+    this.groups.set(key, g);
     return body;
+  }
+
+  groupLabel(g) {
+    const steps = `${g.n} ${g.n === 1 ? "step" : "steps"}`;
+    if (g.compaction) return `Compacting the conversation · ${steps}`;
+    return g.agentId ? `Sub-agent ${g.agentId.slice(0, 12)} · ${steps}` : `Sub-agent · ${steps}`;
   }
 
   permissionNode(item) {

@@ -13,6 +13,7 @@ export class Chat {
     this.lastSeqId = 0; // highest session event seqId received (for sinceSeqId)
     this.pending = []; // optimistic prompt echoes {id, text, at, status, error}
     this.permissions = new Map(); // requestKey -> permission item
+    this.watchHead = 0; // seqId of the watch_ack: session events above it are live
   }
 
   /**
@@ -84,6 +85,8 @@ export class Store {
     this.epoch = null;
     this.listed = false; // a sessions snapshot has arrived
     this.interruptUnavailable = new Set(); // session ids whose Stop is disabled
+    this.hosts = null; // the sessions frame's machines ({host, capabilities}); null: not told
+    this.firstPrompt = null; // {sid, text}: sent once the new conversation's watch is on
   }
 
   noteSeq(seqId) {
@@ -109,20 +112,18 @@ export class Store {
     return next;
   }
 
+  /** A turn change; `lastActivity` stays the time of the last line (staleness reads it). */
   applyTurnStatus(msg) {
-    const cur = this.sessions.get(msg.sessionId) ?? { id: msg.sessionId };
-    const activity = Math.max(Number(cur.lastActivity) || 0, Number(msg.since) || 0);
     return this.upsert(msg.sessionId, {
       state: msg.state,
       since: msg.since,
       waitingFor: msg.waitingFor ?? null,
-      lastActivity: activity || undefined,
     });
   }
 
-  /** Sessions sorted by last activity, newest first. */
+  /** Sessions sorted by their latest sign of life (line, turn change, start), newest first. */
   sorted() {
-    const key = (s) => Number(s.lastActivity) || Number(s.startedAt) || 0;
+    const key = (s) => Math.max(Number(s.lastActivity) || 0, Number(s.since) || 0, Number(s.startedAt) || 0);
     return [...this.sessions.values()].sort((a, b) => key(b) - key(a));
   }
 

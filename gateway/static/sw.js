@@ -1,7 +1,7 @@
 // Service worker: caches the app shell only (never messages, never /ws or API responses).
 // Network first, so a new deploy takes effect at once; the cache is the offline fallback.
 
-const CACHE = "relaybus-shell-v2";
+const CACHE = "relaybus-shell-v3";
 const SHELL = [
   "./",
   "index.html",
@@ -14,7 +14,10 @@ const SHELL = [
   "indicator.js",
   "legacy.js",
   "listView.js",
+  "markdown.js",
+  "newConversation.js",
   "render.js",
+  "sessionState.js",
   "store.js",
   "toolDisplay.js",
   "manifest.webmanifest",

@@ -130,3 +130,33 @@ async def test_live_file_leaving_waiting_resolves_the_request(
         return await admin.hget(keys.session(sid), "state") == b"working"
 
     await wait_for(working, what="working again")
+
+
+async def test_a_tool_use_line_written_after_the_hook_call_is_still_matched(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+) -> None:
+    """The CLI flushed its tool_use line (with the result the terminal's answer produced) only
+    after calling the hook: the held request finds it and resolves as answered elsewhere."""
+    m = machine()
+    sid, path, bash_id = session_with_tool(m.claude_dir, m.workdir, "Bash", {"command": "true"})
+    t = Transcript(path, sid, str(m.workdir), "cli")
+    t._append({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": bash_id, "content": "ok"}]}})  # an earlier call
+    await published(admin, keys, sid)
+    await watch_from(admin, keys, sid)
+    tool_input = _edit(m)
+    run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env())
+    req = await _held(admin, keys, sid)
+    assert "toolUseId" not in req  # nothing to match yet
+    # the call and its result flushed together, after the hook was called
+    t._append({"type": "assistant", "message": {
+        "id": "msg_late", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "tool_use", "id": "toolu_late", "name": "Edit", "input": tool_input}],
+        "stop_reason": "tool_use", "stop_sequence": None, "usage": {}}})
+    t._append({"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_late", "content": "edited"}]}})
+    done = await wait_for(lambda: session_frames(admin, keys, sid, "permission_resolved"),
+                          timeout_s=RESOLVE_S * 2, what="permission_resolved")
+    assert done[0]["decision"] == ap.ANSWERED_ELSEWHERE
+    rc, out, _ = await run.result(RESOLVE_S * 2)
+    assert (rc, out) == (0, "")

@@ -149,6 +149,23 @@ async def test_the_endpoint_is_private_to_its_user(
         capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY, cwd="/",
     )
     assert result.stdout.strip() == "refused", result
+    # Even with the modes widened by mistake, the collector answers nobody but its user.
+    os.chmod(m.socket.parent, 0o755)
+    os.chmod(m.socket, 0o666)
+    post = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n"
+        "try:\n"
+        " s.sendall(b'POST /permission-request HTTP/1.1\\r\\nContent-Length: 2\\r\\n\\r\\n{}')\n"
+        " print(repr(s.recv(100)) or 'closed')\n"
+        "except OSError:\n print('closed')\n"
+    )
+    result = await asyncio.to_thread(
+        subprocess.run, ["/usr/bin/python3", "-c", post, str(m.socket)],
+        capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY, cwd="/",
+    )
+    assert result.stdout.strip() in ("b''", "closed"), result
+    assert f"refused a connection from uid {NOBODY}" in m.proc.log_path.read_text()
 
 
 async def test_the_collector_refuses_a_directory_it_does_not_own_loudly(

@@ -155,7 +155,7 @@ async def test_backfill_publishes_the_last_events_of_a_recent_file(
 
 
 async def test_old_file_is_registered_not_replayed(make_rig: RigFactory, claude_dir: Path) -> None:
-    """A file older than the backfill window publishes nothing until a line is appended."""
+    """A file older than the backfill window publishes nothing; once resumed, its history precedes the new lines."""
     path = transcript(claude_dir, "s1")
     path.write_bytes(user_line("s1", "ancient") + b'{"type":"future","content":')
     old = time.time() - 48 * 3600
@@ -167,7 +167,10 @@ async def test_old_file_is_registered_not_replayed(make_rig: RigFactory, claude_
     assert committed is not None and int(committed.split(b":")[0]) == len(user_line("s1", "ancient"))
     append(path, b'"x"}\n' + user_line("s1", "fresh"))
     await rig.engine.sync_path(path)
-    assert [f["event"]["type"] for f in await rig.events("s1")][:2] == ["future", "user"]
+    frames = await rig.events("s1")
+    assert [f["event"]["type"] for f in frames][:3] == ["user", "future", "user"]
+    assert texts(frames)[0] == "ancient"  # the history, published once, before the new lines
+    assert await rig.client.hget(rig.keys.session("s1"), "historyLoaded") == b"1"
 
 
 async def test_a_collector_that_lost_a_reply_adopts_the_committed_offset(

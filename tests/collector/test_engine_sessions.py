@@ -86,6 +86,9 @@ async def test_live_process_file_drives_turns_and_its_exit_ends_the_session(
     write_process_file(claude_dir, child.pid, "s1", status="waiting", waitingFor="approve Bash")
     await rig.engine.sync_processes()
     await rig.engine.sync_processes()  # unchanged: nothing new
+    path = transcript(claude_dir, "s1")  # the turn's last line: the live idle ends the turn
+    append(path, user_line("s1", "go") + assistant_line("s1", "done"))
+    await rig.engine.sync_path(path)
     write_process_file(claude_dir, child.pid, "s1", status="idle")
     await rig.engine.sync_processes()
     pf.unlink()
@@ -93,7 +96,8 @@ async def test_live_process_file_drives_turns_and_its_exit_ends_the_session(
     assert await rig.client.hget(rig.keys.session("s1"), "live") == b"1"  # still running
     exit_child(child)
     await rig.engine.sync_processes()
-    log = await rig.frames(rig.keys.log)
+    log = [f for f in await rig.frames(rig.keys.log)
+           if f["type"] not in ("session_event", "session_updated")]
     assert summary(log) == [
         ("session_started",),
         ("turn_status", "working", ""),

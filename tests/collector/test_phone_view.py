@@ -4,7 +4,9 @@ publish content only, sub-agents by id after their Task, titles only from title 
 from __future__ import annotations
 
 import logging
+import re
 import shutil
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -130,9 +132,11 @@ async def test_titles_come_only_from_title_records(make_rig: RigFactory, claude_
 async def test_cwd_learned_later_is_announced(make_rig: RigFactory, claude_dir: Path) -> None:
     """Current CLIs begin with lines carrying no cwd: whatever starts the session, clients
     learn its cwd and entrypoint (session_started, or session_updated right after)."""
-    rig = make_rig(session_idle_minutes=10 * 365 * 24 * 60)  # the fixture's lines count as recent
+    rig = make_rig()
     await rig.engine.start()
     src = (CLI / "interactive-tmux" / "5c1de74c-e5ce-48cf-94e6-491b2115c20b.jsonl").read_bytes()
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()).encode()
+    src = re.sub(rb'"timestamp":"[^"]*"', b'"timestamp":"' + now + b'"', src)  # recent lines
     lines = src.splitlines(keepends=True)
     path = transcript(claude_dir, "5c1de74c-e5ce-48cf-94e6-491b2115c20b")
     append(path, b"".join(lines[:4]))  # mode, permission-mode, atis-latch, snapshot: no cwd

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -56,3 +58,17 @@ def test_history_window() -> None:
     assert backfill.wants_history(1000.0, 1000.0 + 3600, max_age_hours=24, events=200)
     assert not backfill.wants_history(0.0, 25 * 3600.0, max_age_hours=24, events=200)
     assert not backfill.wants_history(1000.0, 1000.0, max_age_hours=24, events=0)
+
+
+def test_a_zombie_process_is_not_alive() -> None:
+    """An exited child not yet reaped (what an orphaned claude is for ~1 s) counts as gone."""
+    child = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 10
+        while not procfiles._is_zombie(child.pid):  # exited, still unreaped: a zombie
+            assert time.monotonic() < deadline, "child never became a zombie"
+            time.sleep(0.01)
+        assert procfiles.pid_alive(child.pid) is False
+        assert procfiles.pid_alive(os.getpid()) is True
+    finally:
+        child.wait()

@@ -124,3 +124,32 @@ def test_backstop_then_tool_result_revives_the_turn() -> None:
     assert t.on_tick(130_000, 120_000) == TurnChange("idle", 130_000)
     assert t.on_line(None, 140_000, activity=False) is None
     assert t.on_line(None, 150_000, activity=True) == TurnChange("working", 150_000)
+
+
+def test_a_client_decision_ends_the_live_files_waiting_for_that_request() -> None:
+    """The CLI's dialog stays 'waiting' ~1 s after the client decided: working, not waiting
+    again; a timeout (no decision) leaves the dialog's waiting real."""
+    t = TurnTracker()
+    t.on_live("busy", None, 0)
+    assert t.on_live("waiting", "permission prompt", 10) == TurnChange("waiting", 10, "permission prompt")
+    assert t.on_approval("approve Edit", 20) == TurnChange("waiting", 20, "approve Edit")
+    assert t.on_approval(None, 30, answered=True) == TurnChange("working", 30)
+    assert t.on_live("waiting", "permission prompt", 40) is None
+    assert t.on_live("busy", None, 50) is None
+    assert t.on_live("waiting", "permission prompt", 60) == TurnChange("waiting", 60, "permission prompt")
+    assert t.on_approval("approve Bash", 70) == TurnChange("waiting", 70, "approve Bash")
+    assert t.on_approval(None, 80) == TurnChange("waiting", 80, "permission prompt")
+
+
+def test_interactive_idle_between_busy_flips_is_no_turn_end() -> None:
+    """Typed in the terminal: busy, idle ~70 ms later (before the prompt's line), busy again;
+    and busy -> idle -> busy between tool calls: one working, then idle at the turn's end."""
+    t = TurnTracker(state="idle", transcript="idle")
+    assert t.on_live("busy", None, 0) == TurnChange("working", 0)
+    assert t.on_live("idle", None, 70) is None
+    assert t.on_line("working", 80) is None
+    assert t.on_live("busy", None, 270) is None
+    assert t.on_live("idle", None, 500) is None  # between tool calls
+    assert t.on_live("busy", None, 600) is None
+    assert t.on_live("idle", None, 900) is None
+    assert t.on_line("idle", 1000) == TurnChange("idle", 1000)

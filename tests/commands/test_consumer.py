@@ -176,6 +176,15 @@ async def test_unknown_and_foreign_sessions_are_refused(start_bus: Callable[...,
     assert bus.runs() == []
 
 
+async def test_option_like_or_key_splicing_session_ids_are_refused(start_bus: Callable[..., Any]) -> None:
+    """A command whose session id reads as a CLI flag or holds ':' is invalid, even if Redis knows it."""
+    bus: Bus = await start_bus()
+    for bad in ("--dangerously-skip-permissions", "abc:events", "*"):
+        await bus.client.hset(bus.keys.session(bad), mapping={"host": "testhost", "cwd": str(bus.workdir)})
+        assert (await bus.call(c.PROMPT, bad, message="x")).code == "invalid_message"
+    assert bus.runs() == []
+
+
 async def test_cwd_outside_allow_list_is_refused(start_bus: Callable[..., Any], tmp_path: Path) -> None:
     """prompt_cwd_allow limits where prompts and new conversations may run."""
     allowed = tmp_path / "allowed"

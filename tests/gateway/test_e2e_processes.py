@@ -98,3 +98,34 @@ async def test_sigterm_closes_clients_with_1012(server: RedisServer, namespace: 
             assert await a.closed_code() == 1012
             assert await b.closed_code() == 1012
         assert gw.proc.wait(30) == 0
+
+
+async def test_v1_client_resumes_with_url_last_seq_id_across_gateways(
+    server: RedisServer, namespace: str, claude_dir: Path
+) -> None:
+    """A seed (v1) client that sends no hello: after gateway A is SIGKILLed it reconnects to B
+    with ?lastSeqId= and gets every line written meanwhile once, in order, none before."""
+    path = transcript(claude_dir, SID)
+    append(path, user_line(SID, "u0") + assistant_line(SID, "a0"))
+    with CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir), \
+            GatewayProc(redis_url=server.url, namespace=namespace) as gw_a, \
+            GatewayProc(redis_url=server.url, namespace=namespace) as gw_b:
+        async with WsClient(gw_a.ws, token="full-token") as c1:
+            await wait_session(c1, SID)  # list_sessions: resolved as v1 at once
+            append(path, user_line(SID, "u1"))
+            await c1.until(lambda _: "u1" in [first_text(e) for e in chat_of(c1)], 30)
+            gw_a.kill()
+        last = log_derived_max(c1.received)
+        append(path, assistant_line(SID, "a1") + user_line(SID, "u2"))
+        async with WsClient(gw_b.ws, token="full-token") as probe:  # both lines are in the log
+            await probe.hello([])
+            await probe.send({"type": "watch_session", "sessionId": SID})
+            await probe.until(lambda _: "u2" in [first_text(e) for e in chat_of(probe)], 30)
+        async with WsClient(f"{gw_b.ws}?lastSeqId={last}", token="full-token") as c2:
+            await c2.until(lambda _: "u2" in [first_text(e) for e in chat_of(c2)], 30)
+            await c2.send({"type": "list_sessions"})
+            await c2.expect("sessions")
+    assert [first_text(e) for e in chat_of(c2)] == ["a1", "u2"]
+    assert "welcome" not in [f["type"] for f in c2.received]
+    seqs = [f["seqId"] for f in c2.received if f["type"] != "sessions"]
+    assert seqs == sorted(seqs) and min(seqs) > last

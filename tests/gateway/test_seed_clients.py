@@ -6,6 +6,7 @@ import redis.asyncio as aioredis
 
 from shared.keys import Keys
 from shared.settings import Settings
+from tests.support.commands_env import wait_for
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
@@ -64,13 +65,19 @@ async def test_bad_last_seq_id_in_url_is_an_error_not_a_resume(
 ) -> None:
     """?lastSeqId=abc gets error{invalid_field} and the connection goes on as plain v1."""
     await pub.start_session("s1")
-    await pub.events("s1", ["before"])
+    before = await pub.events("s1", ["before"])
+    # Connect only once the gateway's reader is past "before", or it would arrive live.
+    await wait_for(lambda: gw.runtime.hub.position >= before.last_seq, timeout_s=10.0)
     async with WsClient(f"{gw.ws}?lastSeqId=abc", token="full-token") as c:
         err = await c.expect("error")
         await pub.events("s1", ["live"])
         await c.until(lambda _: len(c.events()) == 1)
+        for _ in range(2):  # a later frame brings no second error (it would come between)
+            await c.send({"type": "list_sessions"})
+            await c.expect("sessions")
     assert err["code"] == "invalid_field" and isinstance(err["seqId"], int)
     assert texts(c.events()) == ["live"]
+    assert len(c.of_type("error")) == 1
 
 
 async def test_hello_ignores_url_resume(gw: RunningGateway, pub: Publisher) -> None:
@@ -106,3 +113,21 @@ async def test_reader_gap_waits_for_welcome(
     assert early.received[1] == want
     assert [f["type"] for f in waiting.received] == ["welcome", "gap_detected", "session_event"]
     assert waiting.received[1] == want
+
+
+async def test_late_hello_does_not_repeat_what_v1_delivered_live(
+    gw: RunningGateway, pub: Publisher
+) -> None:
+    """Events delivered live to a v1 connection are not replayed by a later hello{lastSeqId}."""
+    await pub.start_session("s1")
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.send({"type": "list_sessions"})  # resolved as v1 now
+        await c.expect("sessions")
+        await pub.events("s1", ["live to v1"])
+        await c.until(lambda _: len(c.events()) == 1)
+        await c.hello([], lastSeqId=0)
+        await pub.events("s1", ["after"])
+        await c.until(lambda _: len(c.events()) >= 2)
+        await c.send({"type": "list_sessions"})
+        await c.expect("sessions")
+    assert texts(c.events()) == ["live to v1", "after"]

@@ -33,7 +33,7 @@ async def test_hello_welcome_accepts_known_capabilities(
 
 
 async def test_list_sessions_sorted_by_activity(gw: RunningGateway, pub: Publisher) -> None:
-    """sessions carries SessionInfo plus host/lastSeqId/lastActivity/state/live, newest first."""
+    """sessions carries SessionInfo plus host/lastSeqId/lastActivity/state/since/live, newest first."""
     await pub.start_session("old", cwd="/a", at_ms=1_000)
     await pub.start_session("new", cwd="/b", title="Fix it", at_ms=2_000)
     async with WsClient(gw.ws, token="ro-token") as c:
@@ -45,7 +45,8 @@ async def test_list_sessions_sorted_by_activity(gw: RunningGateway, pub: Publish
     new = s["sessions"][0]
     assert new == {
         "id": "new", "cwd": "/b", "startedAt": 2000, "entrypoint": "cli", "title": "Fix it",
-        "host": "testhost", "lastSeqId": 2, "lastActivity": 2000, "state": "idle", "live": True,
+        "host": "testhost", "lastSeqId": 2, "lastActivity": 2000, "state": "idle", "since": 2000,
+        "live": True,
     }
     assert s["seqId"] >= 0
 

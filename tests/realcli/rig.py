@@ -12,7 +12,6 @@ the tmux and pty terminals; :meth:`Rig.report` is the JSON the test gets.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shutil
@@ -132,13 +131,6 @@ class Rig:
         self.recorders[name] = rec
         return rec
 
-    def live_files(self) -> list[dict[str, Any]]:
-        out = []
-        for path in sorted((self.claude_dir / "sessions").glob("*.json")):
-            with contextlib.suppress(OSError, ValueError):
-                out.append(json.loads(path.read_text()))
-        return out
-
     async def listing_after(self, rec: Recorder, sid: str, exited_at: float,
                             delay_s: float = 2.0) -> None:
         """``list_sessions`` ``delay_s`` after the process exited; kept for
@@ -247,8 +239,8 @@ async def rig(
             )
             r.collector.start()
             stack.callback(r.collector.stop)
-            settings_ = make_settings(server.url, namespace, command_timeout_seconds=30)
-            r.gateway = await stack.enter_async_context(running_gateway(settings_))
+            gw_settings = make_settings(server.url, namespace, command_timeout_seconds=30)
+            r.gateway = await stack.enter_async_context(running_gateway(gw_settings))
         async with r.stack:
             try:
                 yield r

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -138,6 +139,7 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
     async with rig(root, edit_turns(root / "work"), hook=True) as r:
         term, watcher, sid, request = await _interactive_edit(r)
         dialog = await term.screen_until(lambda s: "Do you want" in s, 20, "the CLI's own dialog")
+        await asyncio.sleep(0.5)  # a person reads it; a key at first paint can be lost
         await term.type_keys("", enter=True)
         answered_at = time.time()
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
@@ -150,13 +152,16 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
                                 "requestKey": request["requestKey"]})
             late = await watcher.reply("late")
         await term.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt again")
+        await r.recorders["observer"].until(
+            lambda fs: checks.states(fs, sid)[-1:] == ["idle"], 30, "idle after the answer")
         return r.report(sid=sid, request=request, resolved=resolved, late=late, dialog=dialog,
                         answered_at=answered_at, notes_after=(r.workdir / "notes.txt").read_text())
 
 
 def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None:
     """The person answers the CLI's own dialog: the client's request is resolved within a
-    second as answered elsewhere, and a late accept_diff is already_resolved."""
+    second as answered elsewhere, a late accept_diff is already_resolved, the turn is
+    working → waiting → working → idle, every line arrives once."""
     report = run_isolated(f"{__name__}:interactive_in_terminal", tmp_path)
     assert report["notes_after"] == "alpha\nBETA\ngamma\n"
     resolved = report["resolved"]
@@ -165,6 +170,9 @@ def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None
     assert resolved["decision"] not in ("allow", "deny"), json.dumps(resolved)
     assert resolved["_at"] - report["answered_at"] < 1.0
     assert (report["late"]["type"], report["late"].get("code")) == ("error", "already_resolved")
+    states = checks.states(report["clients"]["observer"], report["sid"])
+    assert checks.collapsed(states) == ["working", "waiting", "working", "idle"], states
+    checks.assert_every_line_once(report, report["sid"])
 
 
 async def two_parallel_edits(root: Path) -> dict[str, Any]:

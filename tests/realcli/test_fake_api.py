@@ -33,7 +33,7 @@ def _post(api: FakeAnthropic, **body: Any) -> httpx.Response:
 
 @pytest.fixture
 def api() -> Iterator[FakeAnthropic]:
-    script = [
+    script: list[dict[str, Any]] = [
         {"content": [{"type": "thinking", "thinking": "Let me think about it."},
                      {"type": "text", "text": "Reading the file now."},
                      {"type": "tool_use", "name": "Read", "input": {"file_path": "/w/a.txt"}}]},

@@ -55,3 +55,4 @@ def test_prompt_to_a_session_relaybus_cannot_type_into_is_refused(tmp_path: Path
     assert report["turns"] == 1, "a second claude ran a turn for the refused prompt"
     texts = checks.texts(report["clients"]["watcher"], report["sid"])
     assert "typed by relaybus?" not in texts
+    checks.assert_every_line_once(report, report["sid"])

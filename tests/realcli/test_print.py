@@ -72,6 +72,9 @@ def test_print_runs_watched_live(tmp_path: Path) -> None:
     sid = report["sid"]
     watcher, observer = report["clients"]["watcher"], report["clients"]["observer"]
     checks.assert_every_line_once(report, sid)
+    live = [e for e in checks.events(watcher, sid) if e["_at"] < first["ended"]]
+    assert any(e["event"].get("sidechain") for e in live), "the sub-agent was not seen live"
+    assert len(live) > len(checks.events(watcher, sid)) // 4, "events arrived only after the exit"
     assert checks.states(observer, sid) == ["working", "idle", "working", "idle"]
     checks.assert_not_live_after(report, sid, first["ended"], until=second["started"])
     checks.assert_not_live_after(report, sid, second["ended"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ async def wait_ready(term: Tmux) -> None:
     """The CLI shows its input prompt (no first-run dialog in the way)."""
     screen = await term.screen_until(lambda s: PROMPT_MARK in s or "Do you want" in s, 30, "the prompt")
     assert "Do you want" not in screen, f"a first-run dialog is in the way:\n{screen}"
+    await asyncio.sleep(0.5)  # keys sent at the first paint can be lost, as with a person
 
 
 async def idle_turn(obs: Recorder, sid: str, mark: int, what: str) -> list[str]:

@@ -184,3 +184,15 @@ def test_ansi_escapes_are_stripped_from_tool_results() -> None:
     raw = user([{"type": "tool_result", "tool_use_id": "t1",
                  "content": "\x1b[32mPASS\x1b[0m 3 tests\x1b[K"}])
     assert encoded(project_line(raw))["blocks"][0]["text"] == "PASS 3 tests"
+
+
+def test_no_empty_event_in_any_fixture_but_title_records() -> None:
+    """Across every real transcript (CLI 1.0.98 to 2.1.332), a published event without
+    blocks is a title record (shown as the session's name, never as a row)."""
+    files = sorted((CLI.parent / "claude-jsonl").glob("*.jsonl")) + CLI_FILES
+    empty: Counter[str] = Counter()
+    for path in files:
+        for _rec, result in _project(path):
+            if result.event is not None and not result.event["blocks"]:
+                empty[result.event["type"]] += 1
+    assert set(empty) == {"ai-title"} and empty["ai-title"] == 11
