@@ -50,6 +50,12 @@ async def beat(
     """Refresh the heartbeat until ``stop``; Redis errors propagate to the supervisor."""
     value = heartbeat_value(host, int(time.time() * 1000), capabilities or CAPABILITIES)
     while not stop.is_set():
-        await client.set(keys.host(host), value, ex=ttl_s)
+        # The hosts index lets a gateway find the live machines without SCANning keys.
+        expires_ms = int(time.time() * 1000) + ttl_s * 1000
+        pipe = client.pipeline(transaction=False)
+        pipe.set(keys.host(host), value, ex=ttl_s)
+        pipe.zadd(keys.hosts, {host: expires_ms})
+        pipe.zremrangebyscore(keys.hosts, "-inf", expires_ms - 86_400_000)  # long dead
+        await pipe.execute()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), ttl_s / 3)

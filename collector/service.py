@@ -175,6 +175,7 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
             await sleep_unless(stop, 1.0)
     with contextlib.suppress(*REDIS_ERRORS):
         await asyncio.wait_for(client.delete(keys.host(settings.host_id)), 1.0)
+        await asyncio.wait_for(client.zrem(keys.hosts, settings.host_id), 1.0)
 
 
 @contextlib.contextmanager

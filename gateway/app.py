@@ -14,6 +14,7 @@ from starlette.websockets import WebSocket
 
 from gateway.endpoint import Endpoint
 from gateway.runtime import Runtime
+from gateway.web_security import SecurityHeaders
 from gateway.wsio import sink_for
 from shared import __version__
 from shared.settings import Settings
@@ -32,7 +33,7 @@ class WebSocketRoute:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and scope["path"] == self.path:
             ws = WebSocket(scope, receive, send)
-            await self.endpoint(ws, sink_for(ws, send))
+            await self.endpoint(ws, sink_for(ws, send, self.endpoint.config.write_timeout_s))
             return
         await self.app(scope, receive, send)
 
@@ -74,6 +75,7 @@ def create_app(
     # /ws is served ahead of the middleware stack so frames can be written in bursts
     # (gateway.wsio); everything else goes through FastAPI.
     app.add_middleware(WebSocketRoute, path="/ws", endpoint=rt.endpoint)
+    app.add_middleware(SecurityHeaders)
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
     return app

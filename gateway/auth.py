@@ -1,7 +1,11 @@
 """Tokens: ``secret`` grants full access, ``secret:read`` read-only access; any other
 ``:scope`` is a configuration error (a secret holds no ``:``).
 
-A token arrives as ``Authorization: Bearer <t>``, as ``?token=<t>`` (browsers cannot set
+Anonymous access (``RELAYBUS_ALLOW_ANONYMOUS``) is full access only when no token is
+configured; next to tokens it is read-only, so it never grants more than a token would.
+
+A token arrives as ``Authorization: Bearer <t>``, as ``?token=<t>`` (compatibility only: a
+URL is logged by proxies; browsers send it in ``hello`` since they cannot set
 headers on a WebSocket), or in ``hello.token``. The gateway refuses to start without a
 token unless anonymous access is explicitly enabled.
 """
@@ -60,11 +64,14 @@ class TokenTable:
     def check(self, token: str | None) -> Access | None:
         """The access a token grants; ``None`` means refuse.
 
-        No token at all is anonymous (full access) when allowed; a wrong token is always
-        refused, even with anonymous access on.
+        No token at all is anonymous when allowed (full access without configured tokens,
+        read-only next to them); a wrong token is always refused, even with anonymous
+        access on.
         """
         if token is None:
-            return Access.FULL if self.allow_anonymous else None
+            if not self.allow_anonymous:
+                return None
+            return Access.READ if self.tokens else Access.FULL
         given = token.encode()
         found: Access | None = None
         for secret, access in self.tokens:

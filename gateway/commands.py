@@ -360,9 +360,8 @@ class GatewayCommands:
         return reply
 
     async def _only_live_host(self) -> str | None:
-        prefix = self._keys.host("")
-        hosts = [
-            key.decode()[len(prefix) :]
-            async for key in self._client.scan_iter(match=self._keys.hosts_pattern, count=1000)
-        ]
+        """The one machine whose heartbeat is current, from the ``hosts`` index (never a
+        SCAN of the keyspace: a client could make every gateway walk it per request)."""
+        live = await self._client.zrangebyscore(self._keys.hosts, c.now_ms(), "+inf", start=0, num=2)
+        hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in live]
         return hosts[0] if len(hosts) == 1 else None

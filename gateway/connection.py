@@ -4,9 +4,15 @@ Live events are offered synchronously by the fan-out (no awaits: one slow client
 delays the others) and staged; after each reader batch the staged frames are written at
 once when nothing is pending and the transport takes data, else queued as one entry and
 drained by the connection's own task. A connection more than ``queue_max`` live frames
-behind when the next batch arrives is cut off with close code 4008 (slow consumer) and
-resumes later with its ``lastSeqId``. While a replay is being read, live events for that
-stream are buffered and merged afterwards (:mod:`gateway.replay`).
+behind, or holding more than ``budget_bytes`` unwritten, when the next batch arrives is
+cut off with close code 4008 (slow consumer) and resumes later with its ``lastSeqId``.
+While a replay is being read, live events for that stream are buffered and merged
+afterwards (:mod:`gateway.replay`).
+
+Replays and resumes share the same byte budget: their producers queue one page at a
+time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
+budget. Every socket write has a deadline; a client that takes no data for that long is
+dropped (4008, counted), so nothing waits for it and nothing piles up behind it.
 """
 
 from __future__ import annotations
@@ -24,14 +30,16 @@ from gateway.events import Event
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode
 from gateway.replay import Gap
-from gateway.wsio import FrameSink, Outgoing
+from gateway.wsio import FrameSink, Outgoing, WriteTimeout
 from shared import frames
 
 log = logging.getLogger(__name__)
 
 #: Frames per transport write of a queued burst (a resume may replay thousands).
 CHUNK = 256
-
+#: Bytes per transport write of a queued burst: the transport buffers at most this much
+#: above its high-water mark, so a slow socket holds little.
+CHUNK_BYTES = 128 * 1024
 
 
 class Connection:
@@ -44,12 +52,14 @@ class Connection:
         queue_max: int,
         buffer_max: int,
         position: int,
+        budget_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.sink = sink
         self.cid = cid
         self.metrics = metrics
         self.queue_max = queue_max
         self.buffer_max = buffer_max
+        self.budget_bytes = budget_bytes
         self.access: Access | None = None
         self.hello_done = False
         #: ``welcome`` was queued (hello) or the connection was resolved as v1: from then on
@@ -74,6 +84,10 @@ class Connection:
         #: Entries: (frames written back to back, how many of them are live frames).
         self._queue: deque[tuple[list[Outgoing], int]] = deque()
         self._live_backlog = 0
+        #: Bytes of every frame queued and not yet written (live, direct, replay).
+        self.queued_bytes = 0
+        self._room = asyncio.Event()
+        self._room.set()
         self._staged: list[Outgoing] | None = None
         self._busy = False  # the sender is writing an entry it already took off the queue
         self._final: Outgoing | None = None
@@ -134,10 +148,10 @@ class Connection:
         staged, self._staged = self._staged, None
         if not staged or self.close_code is not None:
             return None
-        if self._live_backlog >= self.queue_max:
+        if self._live_backlog >= self.queue_max or self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
-            log.info("connection %s: %d frames behind, closing as slow consumer",
-                     self.cid, self._live_backlog)
+            log.info("connection %s: %d frames / %d bytes behind, closing as slow consumer",
+                     self.cid, self._live_backlog, self.queued_bytes)
             self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
             return None
         if not self._queue and not self._busy and self.sink.write_now(staged):
@@ -146,14 +160,14 @@ class Connection:
             # The fan-out counts these writes once per batch.
             return staged
         self._live_backlog += len(staged)
-        self._queue.append((staged, len(staged)))
-        self._wake.set()
+        self._push(staged, len(staged))
         return None
 
     def event_out(self, ev: Event, *, live: bool) -> Outgoing:
         bo = self.blocks_only
-        text = ev.blocks_only_text if bo else ev.text
         wire = ev.wire(bo)
+        # A raw-capable sink writes ``wire`` as is: no decoded copy is held per frame.
+        text = "" if self.sink.raw_ok else (ev.blocks_only_text if bo else ev.text)
         return (text, ev.kind, ev.stamp_ms if live else 0, len(wire), wire)
 
     def _buffer(self, buf: list[Event], ev: Event) -> None:
@@ -166,7 +180,14 @@ class Connection:
     # --- direct frames -------------------------------------------------------------------
 
     def send(self, frame: dict[str, Any]) -> None:
-        """Queue a direct (non-log) frame."""
+        """Queue a direct (non-log) frame; a client already ``budget_bytes`` behind is cut
+        off instead (a never-reading client asking for big replies, e.g. list_sessions)."""
+        if self.close_code is None and self.queued_bytes >= self.budget_bytes:
+            self.metrics.slow_consumers.inc()
+            log.info("connection %s: %d bytes behind on replies, closing as slow consumer",
+                     self.cid, self.queued_bytes)
+            self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
+            return
         self._enqueue([self.direct_out(frame)])
 
     @staticmethod
@@ -195,10 +216,29 @@ class Connection:
             self.global_buffer.clear()
 
     def _enqueue(self, items: list[Outgoing]) -> None:
-        """Direct replies and replays: bounded by their producers, not by ``queue_max``."""
+        """Direct replies and replays: bounded by their producers (one page at a time,
+        after :meth:`replay_room`), counted in ``queued_bytes``."""
         if self.close_code is None:
-            self._queue.append((items, 0))
-            self._wake.set()
+            self._push(items, 0)
+
+    def _push(self, items: list[Outgoing], live: int) -> None:
+        self._queue.append((items, live))
+        self.queued_bytes += sum(item[3] for item in items)
+        if self.queued_bytes > self.budget_bytes // 2:
+            self._room.clear()
+        self._wake.set()
+
+    async def replay_room(self) -> bool:
+        """Wait until the queue is down to half the byte budget; ``False``: closing.
+
+        Replay producers call it before each page, so a replay holds at most about half
+        the budget and leaves the rest to live events; a client that does not read is
+        closed by the write deadline, which ends this wait.
+        """
+        while self.close_code is None and self.queued_bytes > self.budget_bytes // 2:
+            self._room.clear()
+            await self._room.wait()
+        return self.close_code is None
 
     # --- closing -----------------------------------------------------------------------
 
@@ -213,9 +253,12 @@ class Connection:
         self.close_reason = reason
         self._queue.clear()
         self._live_backlog = 0
+        self.queued_bytes = 0
+        self._room.set()
         self._final = self.direct_out(final) if final is not None else None
-        if self._final is None and self._sender is not None:
-            self._sender.cancel()  # it may be stuck writing to a client that does not read
+        sender = self._sender
+        if self._final is None and sender is not None and sender is not asyncio.current_task():
+            sender.cancel()  # it may be stuck writing to a client that does not read
         self._wake.set()
 
     # --- the sender task ---------------------------------------------------------------
@@ -227,6 +270,15 @@ class Connection:
     async def _run_sender(self) -> None:
         try:
             await self._drain()
+        except WriteTimeout:
+            # The socket took nothing for the whole deadline: drop the client (it would
+            # not read a close frame either) instead of holding what it is sent.
+            if self.close_code is None:
+                self.metrics.slow_consumers.inc()
+            log.info("connection %s: socket took no data in time, closing as slow consumer",
+                     self.cid)
+            self.abort(CloseCode.SLOW_CONSUMER, "write timeout")
+            self.sink.abort()
         except (OSError, RuntimeError, WebSocketDisconnect) as exc:
             # The client went away mid-write; the receive side notices and cleans up.
             log.debug("connection %s: write failed: %r", self.cid, exc)
@@ -244,14 +296,26 @@ class Connection:
                 await self._write(items)
             finally:
                 self._busy = False
+            if self.close_code is not None:
+                break
             self._live_backlog -= live
+            self.queued_bytes -= sum(item[3] for item in items)
+            if self.queued_bytes <= self.budget_bytes // 2:
+                self._room.set()
         if self._final is not None:
             await self._write([self._final])
 
     async def _write(self, items: list[Outgoing]) -> None:
-        """One burst, written in chunks of :data:`CHUNK` frames (flow control between)."""
-        for at in range(0, len(items), CHUNK):
-            await self.sink.send_many(items[at : at + CHUNK])
+        """One burst, written in chunks of at most :data:`CHUNK` frames and
+        :data:`CHUNK_BYTES` bytes (flow control and the write deadline between)."""
+        at = 0
+        while at < len(items):
+            end, size = at, 0
+            while end < len(items) and end - at < CHUNK and (size == 0 or size < CHUNK_BYTES):
+                size += items[end][3]
+                end += 1
+            await self.sink.send_many(items[at:end])
+            at = end
         self._count(items)
 
     def _count(self, items: list[Outgoing]) -> None:

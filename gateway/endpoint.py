@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -25,6 +25,7 @@ from gateway.fanout import Hub
 from gateway.handlers import Handlers
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from gateway.web_security import OriginPolicy
 from gateway.wsio import AsgiSink, FrameSink
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,12 @@ class EndpointConfig:
     #: How long an unauthenticated connection may take to send ``hello.token``.
     auth_timeout_s: float = 10.0
     close_timeout_s: float = 10.0
+    #: Bytes queued per connection before it is a slow consumer (live and replays).
+    send_buffer_bytes: int = 4 * 1024 * 1024
+    #: A socket that takes no data for this long is dropped (4008).
+    write_timeout_s: float = 30.0
+    #: Which browser pages may open /ws (their ``Origin``).
+    origins: OriginPolicy = field(default_factory=lambda: OriginPolicy(frozenset()))
 
     @property
     def buffer_max(self) -> int:
@@ -86,15 +93,24 @@ class Endpoint:
 
     async def __call__(self, ws: WebSocket, sink: FrameSink | None = None) -> None:
         cfg = self.config
+        if not cfg.origins.allows(ws.headers):
+            # A page on another site: refused before the upgrade (HTTP 403).
+            self.metrics.auth_failures.inc()
+            log.info("connection from %s refused: Origin %r not allowed",
+                     ws.client, ws.headers.get("origin"))
+            await ws.close(CloseCode.UNAUTHORIZED)
+            return
         offered = token_from_request(ws.headers, ws.query_params)
         await ws.accept()
+        sink = sink or AsgiSink(ws, cfg.write_timeout_s)
         conn = Connection(
-            sink or AsgiSink(ws),
+            sink,
             cid=uuid.uuid4().hex[:12],
             metrics=self.metrics,
             queue_max=cfg.send_queue_max,
             buffer_max=cfg.buffer_max,
             position=self.hub.position,
+            budget_bytes=cfg.send_buffer_bytes,
         )
         self.hub.add(conn)
         sender = conn.start_sender()
@@ -114,10 +130,17 @@ class Endpoint:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             if conn.close_code is not None:
-                with contextlib.suppress(Exception):
+                try:
                     await asyncio.wait_for(
                         ws.close(conn.close_code, conn.close_reason), cfg.close_timeout_s
                     )
+                except TimeoutError:
+                    sink.abort()  # the close frame could not even be written: not reading
+                except Exception:  # the client is gone: nothing left to close
+                    pass
+            # Whatever the client does (pings, nothing, no close reply), the socket is gone
+            # within close_timeout_s: a transport that is still flushing is dropped then.
+            asyncio.get_running_loop().call_later(cfg.close_timeout_s, sink.abort)
             log.info(
                 "connection %s closed (%s)", conn.cid, conn.close_code or "by client"
             )
@@ -247,4 +270,7 @@ class Endpoint:
         log.info("connection %s refused: %s", conn.cid, why)
         frame = protocol.error_frame(ErrorCode.UNAUTHORIZED, why, None, self.hub.position)
         conn.abort(CloseCode.UNAUTHORIZED, "unauthorized", final=frame)
+        # Refused means gone: if the client does not take the error and close frames in
+        # close_timeout_s (it floods pings and reads nothing), drop the socket.
+        asyncio.get_running_loop().call_later(self.config.close_timeout_s, conn.sink.abort)
 

@@ -19,7 +19,6 @@ from gateway import history, protocol
 from gateway.approvals import GatewayApprovals
 from gateway.auth import Access
 from gateway.connection import Connection
-from gateway.events import Event
 from gateway.fanout import Hub
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode, ErrorCode, ProtocolError
@@ -161,27 +160,81 @@ class Handlers:
 
     async def _resume(self, conn: Connection, last: int | None, epoch: str | None) -> None:
         items: list[Outgoing] = []
-        if last is not None:
-            page = await history.read_log_page(self.client, self.keys, last, count=1)
-            if (epoch is not None and epoch != page.epoch) or last > page.head:
-                items.append(
-                    conn.direct_out(protocol.gap_frame(1, last, "epoch", epoch=page.epoch))
-                )
-                self.metrics.gaps.labels("epoch").inc()
-                last = 0
-            floor = max(last, conn.global_mark)
-            hist, first = await self._read_log_after(conn, last)
-            buffered = conn.global_buffer or []
-            merged = merge(hist, buffered, floor=floor, holes=False)
-            if first is None:
-                first = next((e.seq for e in buffered if e.seq > floor), None)
-            gap = leading_gap(floor, first, page.head)
-            if gap is not None:
-                items.append(conn.gap_out(gap))
-            self.metrics.replays.inc()
-        else:
+        if last is None:
             merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
+            self._finish_global(conn, merged, items)
+            return
+        page = await history.read_log_page(self.client, self.keys, last, count=1)
+        if (epoch is not None and epoch != page.epoch) or last > page.head:
+            items.append(conn.direct_out(protocol.gap_frame(1, last, "epoch", epoch=page.epoch)))
+            self.metrics.gaps.labels("epoch").inc()
+            last = 0
+        floor = max(last, conn.global_mark)
+        self.metrics.replays.inc()
+        covered = await self._replay_log_after(conn, floor, items)
+        if covered is None:
+            return  # closed meanwhile
+        merged = merge([], conn.global_buffer or [], floor=covered, holes=False)
         self._finish_global(conn, merged, items)
+
+    async def _replay_log_after(
+        self, conn: Connection, floor: int, items: list[Outgoing]
+    ) -> int | None:
+        """Queue the entitled log entries after ``floor``, page by page, until they meet the
+        live buffer; the highest seq covered (``None``: the connection closed meanwhile).
+
+        Each page is queued within the connection's byte budget before the next is read,
+        so memory follows one page, not the log. The log is trimmed only at its head, so
+        entries after the first are contiguous: only a leading gap is possible.
+        """
+        cursor = floor
+        first_page = True
+        replayed = 0
+        while True:
+            page = await history.read_log_page(self.client, self.keys, cursor)
+            buf = conn.global_buffer
+            if conn.closing() or buf is None:
+                return None
+            if first_page:
+                first_page = False
+                first = page.events[0].seq if page.events else next(
+                    (e.seq for e in buf if e.seq > floor), None
+                )
+                gap = leading_gap(floor, first, page.head)
+                if gap is not None:
+                    items.append(conn.gap_out(gap))
+            stop_at = buf[0].seq if buf else None
+            met_buffer = False
+            for ev in page.events:
+                if stop_at is not None and ev.seq >= stop_at:
+                    met_buffer = True
+                    break
+                cursor = ev.seq
+                if conn.entitled(ev):
+                    items.append(conn.event_out(ev, live=False))
+                    replayed += 1
+            if met_buffer or len(page.events) < history.RESUME_PAGE:
+                self.metrics.replayed_events.inc(replayed)
+                return cursor
+            if not await self._emit(conn, items):
+                return None
+            items.clear()
+
+    async def _emit(self, conn: Connection, items: list[Outgoing]) -> bool:
+        """Queue a replay page in slices of a quarter of the byte budget, each once the
+        connection's queue is down to half of it; ``False`` when it closed meanwhile."""
+        limit = max(conn.budget_bytes // 4, 1)
+        at = 0
+        while at < len(items):
+            end, size = at, 0
+            while end < len(items) and (size == 0 or size < limit):
+                size += items[end][3]
+                end += 1
+            if not await conn.replay_room():
+                return False
+            conn.send_burst(items[at:end])
+            at = end
+        return not conn.closing()
 
     async def resolve_v1(self, conn: Connection) -> None:
         """No hello (first message was something else, or the grace period ran out): a v1
@@ -209,30 +262,6 @@ class Handlers:
         self.hub.refresh(conn)
         conn.send_burst(items)
 
-    async def _read_log_after(
-        self, conn: Connection, after: int
-    ) -> tuple[list[Event], int | None]:
-        """The entitled log entries after ``after``, until they meet the live buffer, and
-        the first seq the log still holds after ``after`` (for the trimmed-gap check).
-
-        Pages are filtered as they arrive, so memory follows what the client gets; the
-        log is trimmed only at its head, so entries after the first are contiguous.
-        """
-        out: list[Event] = []
-        first: int | None = None
-        cursor = after
-        while True:
-            page = await history.read_log_page(self.client, self.keys, cursor)
-            if page.events and first is None:
-                first = page.events[0].seq
-            out.extend(ev for ev in page.events if conn.entitled(ev))
-            if len(page.events) < history.RESUME_PAGE:
-                return out, first
-            cursor = page.events[-1].seq
-            buf = conn.global_buffer
-            if buf and cursor >= buf[0].seq:
-                return out, first
-
     # --- watch ---------------------------------------------------------------------------
 
     async def watch(self, conn: Connection, msg: protocol.WatchSession) -> None:
@@ -244,31 +273,91 @@ class Handlers:
             await self.approvals.sync(sid)
         history_loaded = True
         try:
-            hist = await self._read_session(msg)
-            if hist.row.get(HISTORY_LOADED) == b"0":
-                history_loaded = await self._load_history(sid, hist.row)
-                hist = await self._read_session(msg)
-            if not hist.row and not await self.client.exists(reservation_key(self.keys, sid)):
+            head = await self._read_session(msg)
+            if head.row.get(HISTORY_LOADED) == b"0":
+                history_loaded = await self._load_history(sid, head.row)
+                head = await self._read_session(msg)
+            if not head.row and not await self.client.exists(reservation_key(self.keys, sid)):
                 raise ProtocolError(
                     ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId
                 )
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
             raise
-        buffered = conn.watch_buffers.pop(sid, [])
-        ack = self._ack(sid, True, msg.requestId, msg.traceId)
+        ack_frame = self._ack(sid, True, msg.requestId, msg.traceId)
         if not history_loaded:
-            ack["historyLoaded"] = False
-        items: list[Outgoing] = [conn.direct_out(ack)]
-        since = msg.sinceSeqId
-        if since is not None and since > hist.head:
+            ack_frame["historyLoaded"] = False
+        items: list[Outgoing] = [conn.direct_out(ack_frame)]
+        since, after = msg.sinceSeqId, head.after
+        if since is not None and since > head.head:
             items.append(conn.direct_out(protocol.gap_frame(1, since, "epoch", session_id=sid)))
             self.metrics.gaps.labels("epoch").inc()
-            since = 0
-        gap = _session_leading_gap(since, hist)
+            since = after = 0
+        gap = _session_leading_gap(since, head)
         if gap is not None:
             items.append(conn.gap_out(gap, session_id=sid))
-        merged = merge(hist.events, buffered, floor=since or 0, by_session_seq=True)
+        self.metrics.replays.inc()
+        ack = items[0]
+        try:
+            merged = await self._replay_session(conn, sid, after, items)
+        except RedisError as exc:
+            self._cancel_watch(conn, sid, was_watched)
+            if not items or items[0] is not ack:  # pages were sent: the client starts over
+                log.warning("connection %s: replay of %s failed: %s", conn.cid, sid, exc)
+                final = protocol.error_frame(
+                    ErrorCode.UNAVAILABLE, "replay failed, reconnect", msg.requestId,
+                    self.hub.position,
+                )
+                conn.abort(CloseCode.INTERNAL_ERROR, "replay failed", final=final)
+                return
+            raise
+        except BaseException:
+            self._cancel_watch(conn, sid, was_watched)
+            raise
+        if merged is None:
+            return  # closed meanwhile
+        if not await conn.replay_room():
+            return
+        # From here to the session mark, no await: live events switch from the buffer to
+        # direct delivery exactly at merged.last_seq.
+        buffered = conn.watch_buffers.pop(sid, [])
+        tail = merge([], buffered, floor=merged.last_seq, by_session_seq=True, prev=merged.last)
+        self._session_items(conn, sid, tail, items)
+        conn.session_marks[sid] = tail.last_seq
+        if conn.observe:
+            status = turn_status_frame(sid, head.row, self.hub.position)
+            if status is not None:
+                items.append(conn.direct_out(status))
+        conn.send_burst(items)
+        log.debug("connection %s watches %s", conn.cid, sid)
+
+    async def _replay_session(
+        self, conn: Connection, sid: str, after: int, items: list[Outgoing]
+    ) -> Merged | None:
+        """Queue the session's history above ``after`` page by page (within the byte
+        budget) until it meets the live buffer; the last page's items stay in ``items``
+        for the caller. ``None``: the connection closed meanwhile."""
+        merged = Merged(last_seq=after)
+        while True:
+            page = await history.read_session_page(self.client, self.keys, sid, merged.last_seq)
+            buf = conn.watch_buffers.get(sid)
+            if conn.closing() or buf is None:
+                return None
+            stop_at = buf[0].seq if buf else None
+            events = [ev for ev in page if stop_at is None or ev.seq < stop_at]
+            merged = merge(
+                events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last
+            )
+            self._session_items(conn, sid, merged, items)
+            if len(events) < history.SESSION_PAGE:
+                return merged
+            if not await self._emit(conn, items):
+                return None
+            items.clear()
+
+    def _session_items(
+        self, conn: Connection, sid: str, merged: Merged, items: list[Outgoing]
+    ) -> None:
         replayed = 0
         for item in merged.items:
             if isinstance(item, Gap):
@@ -276,15 +365,7 @@ class Handlers:
             else:
                 items.append(conn.event_out(item, live=False))
                 replayed += 1
-        conn.session_marks[sid] = merged.last_seq
-        if conn.observe:
-            status = turn_status_frame(sid, hist.row, self.hub.position)
-            if status is not None:
-                items.append(conn.direct_out(status))
-        self.metrics.replays.inc()
         self.metrics.replayed_events.inc(replayed)
-        conn.send_burst(items)
-        log.debug("connection %s watches %s (%d replayed)", conn.cid, sid, replayed)
 
     async def _hosts(self) -> list[dict[str, Any]]:
         """The machines of the ``sessions`` frame, read at most once per ``HOSTS_TTL_S``."""
@@ -293,8 +374,8 @@ class Handlers:
             self._hosts_cache = (now, await list_hosts(self.client, self.keys))
         return self._hosts_cache[1]
 
-    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHistory:
-        return await history.read_session(
+    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHead:
+        return await history.read_session_head(
             self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
         )
 
@@ -324,7 +405,7 @@ class Handlers:
         return protocol.with_request(frame, request_id)
 
 
-def _session_leading_gap(since: int | None, hist: history.SessionHistory) -> Gap | None:
+def _session_leading_gap(since: int | None, hist: history.SessionHead) -> Gap | None:
     """With ``sinceSeqId``: was the session stream trimmed past it? (conservative)."""
     if since is None:
         return None

@@ -1,46 +1,69 @@
-"""History reads for replays: one pipelined round trip per watch, pages for resumes."""
+"""History reads for replays, in pages: memory follows what one page holds, never the stream."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import redis.asyncio as aioredis
 
 from gateway.events import Event, from_entry
 from shared.keys import Keys
 
-RESUME_PAGE = 1000
+RESUME_PAGE = 256
+#: Session events per replay page (each page is queued before the next is read).
+SESSION_PAGE = 256
+
+#: The id of the ``depth``-th newest entry, computed in Redis so that only an id crosses
+#: the wire (a replay then reads forward from it in pages).
+_NTH_NEWEST = """
+local r = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])
+if #r == 0 then return false end
+return r[#r][1]
+"""
 
 
 @dataclass(slots=True)
-class SessionHistory:
+class SessionHead:
     row: dict[bytes, bytes]
-    events: list[Event]
     #: The oldest entry the session stream still holds (``None``: stream empty or gone).
     first: Event | None
     head: int
+    #: Replay the entries with seq above this (``sinceSeqId``, or below the depth window).
+    after: int
 
 
-async def read_session(
+async def read_session_head(
     client: aioredis.Redis, keys: Keys, sid: str, *, depth: int, since: int | None
-) -> SessionHistory:
-    """The session hash and its last ``depth`` events, or every event after ``since``."""
+) -> SessionHead:
+    """The session hash, its oldest entry, the head seq, and where its replay starts."""
     stream = keys.session_events(sid)
     pipe = client.pipeline(transaction=False)
     pipe.hgetall(keys.session(sid))
-    if since is None:
-        pipe.xrevrange(stream, count=max(depth, 1))
-    else:
-        pipe.xrange(stream, min=f"({since}-0")
     pipe.xrange(stream, count=1)
     pipe.get(keys.seq)
-    row, raw, first_raw, head = await pipe.execute()
-    entries = list(raw)
-    if since is None:
-        entries = entries[::-1] if depth else []
-    events = [from_entry(eid, fields) for eid, fields in entries]
+    row, first_raw, head = await pipe.execute()
+    head_seq = int(head) if head else 0
+    if since is not None:
+        after = since
+    elif depth <= 0:
+        after = head_seq
+    else:
+        start = await client.eval_ro(_NTH_NEWEST, 1, stream, str(depth))  # read-only: ACL R~
+        after = int(start.split(b"-", 1)[0]) - 1 if start else head_seq
     first = from_entry(*first_raw[0]) if first_raw else None
-    return SessionHistory(row, events, first, int(head) if head else 0)
+    return SessionHead(row, first, head_seq, after)
+
+
+async def read_session_page(
+    client: aioredis.Redis, keys: Keys, sid: str, after: int, count: int = SESSION_PAGE
+) -> list[Event]:
+    """Up to ``count`` session events with seq > ``after``, oldest first."""
+    raw = cast(
+        list[tuple[bytes, dict[bytes, bytes]]],
+        await client.xrange(keys.session_events(sid), min=f"({after}-0", count=count),
+    )
+    return [from_entry(eid, fields) for eid, fields in raw]
 
 
 @dataclass(slots=True)
@@ -61,4 +84,3 @@ async def read_log_page(
     raw, head, epoch = await pipe.execute()
     events = [from_entry(eid, fields) for eid, fields in raw]
     return LogHistory(events, int(head) if head else 0, epoch.decode() if epoch else None)
-

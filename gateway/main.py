@@ -16,6 +16,13 @@ from fastapi import FastAPI
 
 from gateway.app import create_app
 from gateway.auth import AuthConfigError
+from gateway.guards import (
+    MAX_HEADER_BYTES,
+    guarded_http,
+    guarded_websocket,
+    install_accept_throttle,
+    max_connections,
+)
 from gateway.protocol import CloseCode
 from gateway.runtime import Runtime
 from shared.preflight import StartupError, check_port
@@ -52,13 +59,22 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
+    install_accept_throttle()
+    conns = max_connections(settings.max_connections)
     return uvicorn.Config(
         app,
         host=settings.gateway_host,
         port=settings.gateway_port,
-        # The sans-I/O websockets implementation: same library as ``ws="websockets"``, whose
-        # legacy protocol is deprecated in websockets>=14 and uvicorn; no per-connection tasks.
-        ws="websockets-sansio",
+        # h11 with a header deadline and a connection cap (gateway.guards): a slowloris
+        # is cut off after header_timeout_s and can never take every file descriptor.
+        http=guarded_http(header_timeout_s=settings.header_timeout_s, max_conns=conns),
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        limit_concurrency=conns,
+        timeout_keep_alive=5,
+        # The sans-I/O websockets implementation (same library as ``ws="websockets"``, whose
+        # legacy protocol is deprecated in websockets>=14 and uvicorn; no per-connection
+        # tasks), with a capped transport write buffer (ping floods).
+        ws=guarded_websocket(),
         ws_per_message_deflate=settings.ws_compression,
         ws_max_size=settings.max_frame_bytes * HARD_CAP_FACTOR,
         lifespan="on",

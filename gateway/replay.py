@@ -30,6 +30,8 @@ class Merged:
     items: list[Event | Gap] = field(default_factory=list)
     #: Highest seq covered by the merge (history or buffer); later live events start above.
     last_seq: int = 0
+    #: The event at ``last_seq`` (``prev`` for the next page), if any was merged.
+    last: Event | None = None
 
 
 def _seq(ev: Event) -> int | None:
@@ -47,6 +49,7 @@ def merge(
     floor: int = 0,
     by_session_seq: bool = False,
     holes: bool = True,
+    prev: Event | None = None,
 ) -> Merged:
     """History (ascending) then the buffered live events above it, once each, in seq order.
 
@@ -56,21 +59,25 @@ def merge(
     false: history already filtered by entitlement is not contiguous by design). By global
     seq a hole can only be the reader's own gap (the log was trimmed past it: reason
     ``trimmed``), and a first event above ``floor + 1`` is one too: the live buffer holds
-    every event the reader dispatched above its floor.
+    every event the reader dispatched above its floor. ``prev``: the last event of the
+    previous page of the same replay, so a hole across a page boundary is seen too.
     """
-    out = Merged(last_seq=floor)
+    out = Merged(last_seq=floor, last=prev)
     key: Callable[[Event], int | None] = _session_seq if by_session_seq else _seq
-    prev: int | None = floor if holes and floor > 0 and not by_session_seq else None
+    last_key: int | None = floor if holes and floor > 0 and not by_session_seq else None
+    if prev is not None and holes:
+        last_key = key(prev)
     reason = HOLE if by_session_seq else TRIMMED
     for ev in _ordered(history, live):
         if ev.seq <= out.last_seq:
             continue
         b = key(ev)
-        if prev is not None and b is not None and b != prev + 1:
+        if last_key is not None and b is not None and b != last_key + 1:
             out.items.append(Gap(out.last_seq + 1, ev.seq - 1, reason))
         out.items.append(ev)
         out.last_seq = ev.seq
-        prev = b if holes else None
+        out.last = ev
+        last_key = b if holes else None
     return out
 
 

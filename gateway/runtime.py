@@ -20,6 +20,7 @@ from gateway.handlers import CommandRouter, Handlers
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode
 from gateway.tasks import cancel_and_wait
+from gateway.web_security import OriginPolicy
 from shared.keys import Keys
 from shared.redis_conn import connect
 from shared.settings import Settings
@@ -40,6 +41,8 @@ class Runtime:
         commands: CommandRouter | None = None,
         reader_block_ms: int = READER_BLOCK_MS,
         hello_grace_s: float = 1.0,
+        auth_timeout_s: float = 10.0,
+        close_timeout_s: float = 10.0,
     ) -> None:
         self.settings = settings
         self.tokens = TokenTable.from_settings(settings)
@@ -92,6 +95,11 @@ class Runtime:
                 send_queue_max=settings.send_queue_max,
                 rate_limit_per_s=settings.rate_limit_per_s,
                 hello_grace_s=hello_grace_s,
+                auth_timeout_s=auth_timeout_s,
+                close_timeout_s=close_timeout_s,
+                send_buffer_bytes=settings.send_buffer_bytes,
+                write_timeout_s=settings.write_timeout_s,
+                origins=OriginPolicy.parse(settings.allowed_origins),
             ),
         )
         self._reader_task: asyncio.Task[None] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -113,12 +114,15 @@ HOSTS_LIMIT = 200
 
 
 async def list_hosts(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]:
-    """Machines whose collector beats now: ``{host, version, capabilities}``, by name."""
-    names: list[bytes] = []
-    async for key in client.scan_iter(match=keys.hosts_pattern, count=1000):
-        names.append(key)
-        if len(names) >= HOSTS_LIMIT:
-            break
+    """Machines whose collector beats now: ``{host, version, capabilities}``, by name.
+
+    Read from the ``hosts`` index (live heartbeats scored by expiry), never by SCAN: a
+    client asking for the list must not make the gateway walk the keyspace, and the
+    gateway's Redis user may not SCAN (deploy/redis-acl.conf).
+    """
+    now_ms = int(time.time() * 1000)
+    live = await client.zrangebyscore(keys.hosts, now_ms, "+inf", start=0, num=HOSTS_LIMIT)
+    names = [keys.host(h.decode() if isinstance(h, bytes) else str(h)).encode() for h in live]
     if not names:
         return []
     values = await client.mget(names)

@@ -10,6 +10,7 @@ that would wrap it); otherwise frames go through ASGI one by one.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -28,8 +29,21 @@ except ImportError:  # pragma: no cover - other servers use the ASGI path
 Outgoing = tuple[str, str, int, int, bytes | None]
 
 
+class WriteTimeout(Exception):
+    """The socket took no data for the whole write deadline (the client does not read)."""
+
+
 class FrameSink(Protocol):
-    async def send_many(self, items: Sequence[Outgoing]) -> None: ...
+    #: Pre-encoded frames are written as they are; the ``text`` of such items is unused.
+    raw_ok: bool
+
+    async def send_many(self, items: Sequence[Outgoing]) -> None:
+        """Write a burst; :class:`WriteTimeout` when the socket takes nothing in time."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the connection now, without flushing what is buffered (a stuck client)."""
+        ...
 
     def write_now(self, items: Sequence[Outgoing]) -> bool:
         """Write without waiting if the transport takes data now; ``False``: use send_many."""
@@ -39,12 +53,22 @@ class FrameSink(Protocol):
 class AsgiSink:
     """One ASGI ``websocket.send`` per frame (any ASGI server)."""
 
-    def __init__(self, ws: WebSocket) -> None:
+    raw_ok = False
+
+    def __init__(self, ws: WebSocket, write_timeout_s: float = 30.0) -> None:
         self.ws = ws
+        self.write_timeout_s = write_timeout_s
 
     async def send_many(self, items: Sequence[Outgoing]) -> None:
         for item in items:
-            await self.ws.send_text(item[0])
+            try:
+                async with asyncio.timeout(self.write_timeout_s):
+                    await self.ws.send_text(item[0])
+            except TimeoutError:
+                raise WriteTimeout from None
+
+    def abort(self) -> None:
+        """Nothing to abort through plain ASGI: the server's own timeouts apply."""
 
     def write_now(self, items: Sequence[Outgoing]) -> bool:
         return False
@@ -59,19 +83,32 @@ class BurstSink:
     permessage-deflate), where a text frame's bytes do not depend on the connection.
     """
 
-    def __init__(self, proto: Any) -> None:
+    def __init__(self, proto: Any, write_timeout_s: float = 30.0) -> None:
         self.proto = proto
         self.raw_ok = not getattr(proto.conn, "extensions", [])
+        self.write_timeout_s = write_timeout_s
 
     async def send_many(self, items: Sequence[Outgoing]) -> None:
         p = self.proto
-        await p.writable.wait()  # the transport's flow control, as uvicorn's send does
+        if not p.writable.is_set():
+            # The transport's flow control, as uvicorn's send does, with a deadline: a
+            # client that takes nothing for that long is dropped, never buffered for.
+            try:
+                async with asyncio.timeout(self.write_timeout_s):
+                    await p.writable.wait()
+            except TimeoutError:
+                raise WriteTimeout from None
         if p.disconnected or p.close_sent:
             raise WebSocketDisconnect(1006)
         try:
             self._write(items)
         except InvalidState:
             raise WebSocketDisconnect(1006) from None
+
+    def abort(self) -> None:
+        transport = self.proto.transport
+        if transport is not None:
+            transport.abort()
 
     def write_now(self, items: Sequence[Outgoing]) -> bool:
         p = self.proto
@@ -98,7 +135,7 @@ class BurstSink:
         self.proto.transport.write(b"".join(chunks))
 
 
-def sink_for(ws: WebSocket, send: Any) -> FrameSink:
+def sink_for(ws: WebSocket, send: Any, write_timeout_s: float = 30.0) -> FrameSink:
     """The burst writer when ``send`` belongs to uvicorn's sans-I/O protocol, else ASGI."""
     proto = getattr(send, "__self__", None)
     if (
@@ -106,5 +143,5 @@ def sink_for(ws: WebSocket, send: Any) -> FrameSink:
         and isinstance(proto, WebSocketsSansIOProtocol)
         and all(hasattr(proto, a) for a in ("conn", "transport", "writable", "close_sent"))
     ):
-        return BurstSink(proto)
-    return AsgiSink(ws)
+        return BurstSink(proto, write_timeout_s)
+    return AsgiSink(ws, write_timeout_s)

@@ -47,8 +47,9 @@ class Keys:
         return f"{self.prefix}host:{host}"
 
     @property
-    def hosts_pattern(self) -> str:
-        return f"{self.prefix}host:*"
+    def hosts(self) -> str:
+        """Sorted set host → heartbeat expiry (ms): live machines without a SCAN."""
+        return f"{self.prefix}hosts"
 
     def cmd(self, host: str) -> str:
         return f"{self.prefix}cmd:{host}"

@@ -24,18 +24,39 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out).decode()
 
 
-_TOKEN_QUERY = re.compile(r"([?&]token=)[^&\s\"']+")
+#: Where a token can appear in a log line: a ``?token=`` query (uvicorn logs each
+#: WebSocket path), an ``Authorization`` header and a ``hello`` frame's ``token`` field
+#: (websockets logs the handshake and every frame at DEBUG).
+_SECRETS = (
+    (re.compile(r"([?&]token=)[^&\s\"']+"), r"\1***"),
+    (re.compile(r"(\bbearer\s+)[^\s\"',;]+", re.IGNORECASE), r"\1***"),
+    (re.compile(r"(\bauthorization:\s*)(?!bearer\b)[^\s\"',;]+", re.IGNORECASE), r"\1***"),
+    (re.compile(r"(\\?[\"']token\\?[\"']\s*:\s*\\?[\"'])[^\"'\\]*"), r"\1***"),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every token value replaced by ``***``."""
+    lowered = text.lower()
+    if "token" not in lowered and "bearer" not in lowered and "authorization" not in lowered:
+        return text
+    for pattern, repl in _SECRETS:
+        text = pattern.sub(repl, text)
+    return text
 
 
 class RedactTokens(logging.Filter):
-    """Blank ``?token=`` values: uvicorn logs each WebSocket path, query string included."""
+    """Blank token values in every record (message, arguments and exception text)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.args:
             record.msg = record.getMessage()
             record.args = None
-        if "token=" in str(record.msg):
-            record.msg = _TOKEN_QUERY.sub(r"\1***", str(record.msg))
+        record.msg = redact(str(record.msg))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True
 
 

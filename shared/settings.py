@@ -212,6 +212,30 @@ class Settings(BaseSettings):
     gateway_id: str = Field(
         default="", description="stable gateway id (default: random per process)"
     )
+    send_buffer_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes queued per connection (live, replay and resume frames) before a slow client is disconnected",
+    )
+    write_timeout_s: float = Field(
+        default=30,
+        gt=0,
+        description="a connection whose socket takes no data for this long is closed (4008)",
+    )
+    header_timeout_s: float = Field(
+        default=10,
+        gt=0,
+        description="an HTTP connection must send its complete request headers within this time",
+    )
+    max_connections: int = Field(
+        default=0,
+        ge=0,
+        description="open HTTP/WebSocket connections served at once (0 = from the open-file limit)",
+    )
+    allowed_origins: str = Field(
+        default="",
+        description="comma-separated Origins allowed on /ws besides the gateway's own (browsers only)",
+    )
 
     watchers_ttl_s: int = Field(
         default=15,

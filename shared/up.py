@@ -67,7 +67,8 @@ def phone_url(settings: Settings, token: str | None) -> str:
     bound = settings.gateway_host
     host = lan_address() if bound in ("0.0.0.0", "", "::") else bound
     url = f"http://{host}:{settings.gateway_port}/"
-    return f"{url}?token={quote(token, safe='')}" if token else url
+    # In the fragment: never sent to a server, so never in an access log or a Referer.
+    return f"{url}#token={quote(token, safe='')}" if token else url
 
 
 def listening(settings: Settings) -> str:

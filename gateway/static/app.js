@@ -22,12 +22,28 @@ const fresh = { state: "connecting", retryInMs: 0, catchingUp: 0 }; // what the 
 
 // ---- token ---------------------------------------------------------------------------
 
+/** decodeURIComponent that never throws (a malformed link must not stop the client). */
+function decode(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A sign-in link carries the token in the fragment (`/#token=…`: never sent to a server,
+ * never in a Referer or an access log); `?token=` links still work. Either way the token
+ * is stored on the device and removed from the address bar.
+ */
 function takeTokenFromUrl() {
   const url = new URL(location.href);
-  const t = url.searchParams.get("token");
-  if (t === null) return;
+  const frag = /^#token=([^&]*)/.exec(url.hash);
+  const t = frag ? decode(frag[1]) : url.searchParams.get("token");
+  if (t === null && !frag && !url.searchParams.has("token")) return;
   if (t) localStorage.setItem(TOKEN_KEY, t);
   url.searchParams.delete("token");
+  if (frag) url.hash = "#/";
   history.replaceState(history.state, "", `${url.pathname}${url.search}${url.hash}`);
 }
 
@@ -353,7 +369,7 @@ function onSessionEvent(msg) {
 
 function route() {
   const m = /^#\/s\/(.+)$/.exec(location.hash);
-  const sid = m ? decodeURIComponent(m[1]) : null;
+  const sid = m ? decode(m[1]) : null; // a malformed link (%E0%A4%A) shows the list
   const creating = location.hash === "#/new";
   const cur = store.chat?.sessionId ?? null;
   if (cur && cur !== sid) {

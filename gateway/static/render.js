@@ -5,6 +5,7 @@ import { h, prettyJson } from "./dom.js";
 import { legacyBlocks } from "./legacy.js";
 import { looksLikeMarkdown, parseMarkdown } from "./markdown.js";
 import {
+  commandPreview,
   diffRows,
   formatBytes,
   formatEditDelta,
@@ -397,12 +398,22 @@ export class ChatRenderer {
             "Reject",
           ),
         )
-      : h("div", { class: `decision ${item.status}` }, item.statusText ?? item.status);
-    card.replaceChildren(
+      : h("div", { class: `decision ${item.status}` }, item.statusText || item.status || "Resolved");
+    // The whole command when the label cut or hid anything (several lines, too long,
+    // hidden characters), with the warnings Claude Code's own prompt would give.
+    const cmd = commandPreview(item.name, item.input);
+    const input = item.input && typeof item.input === "object" ? item.input : null;
+    // replaceChildren() would insert a missing part as the text "null": filter them out.
+    const parts = [
       h("div", { class: "ptitle" }, "Permission needed: ", h("b", {}, toolLabel(item.name, item.input))),
+      cmd?.warnings.length
+        ? h("ul", { class: "pwarn", role: "alert" }, cmd.warnings.map((w) => h("li", {}, w)))
+        : null,
+      cmd?.full ? h("pre", { class: "pcommand", tabindex: "0" }, cmd.command) : null,
       item.edit && typeof item.edit === "object" ? diffView(item.edit) : null,
-      h("details", { class: "input" }, h("summary", {}, "Input"), h("pre", {}, prettyJson(item.input ?? {}))),
+      input ? h("details", { class: "input" }, h("summary", {}, "Input"), h("pre", {}, prettyJson(input))) : null,
       buttons,
-    );
+    ];
+    card.replaceChildren(...parts.filter(Boolean));
   }
 }

@@ -54,6 +54,7 @@ async def collector(
         server.url, namespace, claude_dir, allow_prompts=True, claude_bin=str(claude_bin)
     )
     await admin.set(Keys(namespace).host("testhost"), b'{"host":"testhost"}', ex=60)
+    await admin.zadd(Keys(namespace).hosts, {"testhost": int(time.time() * 1000) + 60_000})
     client = connect(settings, block_ms=200)
     controller = Controller(settings, client, RecordingHooks())
     consumer = CommandConsumer(
@@ -190,6 +191,7 @@ async def test_new_conversation_picks_the_only_live_host(
         assert ack["ok"] is True and ack["host"] == "testhost" and ack["cwd"] == str(workdir)
         assert ack["requestId"] == "n1" and uuid.UUID(ack["sessionId"])
         await admin.set(keys.host("other"), b"{}", ex=60)
+        await admin.zadd(keys.hosts, {"other": int(time.time() * 1000) + 60_000})
         await ws.send({"type": "new_conversation", "requestId": "n2"})
         ack = await ws.expect("new_conversation_ack")
         assert (ack["ok"], ack["errorCode"]) == (False, "host_required")

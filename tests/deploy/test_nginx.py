@@ -155,3 +155,70 @@ async def test_client_keeps_every_event_across_sigkill_of_its_gateway(
         assert client.gateways[0] == victim
         assert len(client.gateways) == 2 and client.gateways[1] != victim
     assert f"127.0.0.1:{gateways[victim].port}" in nginx.log()
+
+
+NGINX_CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
+
+
+def _directive(text: str, name: str) -> str:
+    """The value of the (single) http-level directive ``name`` in nginx.conf."""
+    values = [line.strip()[len(name):].strip(" ;") for line in text.splitlines()
+              if line.strip().startswith(name + " ")]
+    assert len(values) == 1, f"{name}: {values}"
+    return values[0]
+
+
+def _seconds(value: str) -> float:
+    return float(value[:-1]) * {"s": 1, "m": 60}[value[-1]] if value[-1] in "sm" else float(value)
+
+
+def test_nginx_conf_bounds_slow_clients_and_keeps_tokens_out_of_its_log() -> None:
+    """The shipped nginx.conf sets header/body/send/keep-alive timeouts and a per-address
+    connection limit, and logs $uri (never $request, which carries ?token=)."""
+    text = NGINX_CONF.read_text()
+    assert _seconds(_directive(text, "client_header_timeout")) <= 15
+    assert _seconds(_directive(text, "client_body_timeout")) <= 15
+    assert _seconds(_directive(text, "send_timeout")) <= 60
+    assert _seconds(_directive(text, "keepalive_timeout")) <= 30
+    assert int(_directive(text, "limit_conn per_address")) <= 256
+    log_format = text[text.index("log_format"):text.index("access_log")]
+    assert "$uri" in log_format and "$request " not in log_format and '$request"' not in log_format
+
+
+async def test_nginx_cuts_off_half_sent_requests_and_logs_no_token(
+    tmp_path: Path, server: RedisServer, namespace: str
+) -> None:
+    """Against a real nginx (header timeout shortened to 1 s): 50 half-sent requests are
+    closed; a ?token= request is served with no-referrer and its token is not logged."""
+    from tests.support.raw_ws import closed_by_peer, slowloris
+
+    with GatewayProc(redis_url=server.url, namespace=namespace) as gw:
+        nginx = Nginx(tmp_path / "nginx", [gw.port],
+                      edits={"client_header_timeout 10s;": "client_header_timeout 1s;"})
+        nginx.start()
+        port = nginx.port
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                for _ in range(200):
+                    try:
+                        r = await http.get("/?token=s3cr3t-in-url")
+                        break
+                    except httpx.TransportError:
+                        await asyncio.sleep(0.05)
+                assert r.status_code == 200
+                assert r.headers["referrer-policy"] == "no-referrer"
+            socks = await asyncio.to_thread(slowloris, port, 50)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while sum(closed_by_peer(s) for s in socks) < len(socks):
+                assert loop.time() < deadline, "nginx kept half-sent requests open"
+                await asyncio.sleep(0.1)
+            for s in socks:
+                s.close()
+            deadline = loop.time() + 10
+            while "GET / HTTP/1.1" not in nginx.log():
+                assert loop.time() < deadline, "nginx logged no access line"
+                await asyncio.sleep(0.1)
+            assert "s3cr3t-in-url" not in nginx.log()
+        finally:
+            nginx.stop()

@@ -48,7 +48,7 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
     reaches a WebSocket client; SIGTERM (or Ctrl-C) exits 0 and leaves no server process."""
     banner = up.start().wait_banner()
     token = banner["Token"]
-    assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/?token={token}"
+    assert banner["Open on your phone"] == f"http://127.0.0.1:{up.port}/#token={token}"
     token_file = up.state_dir / "token"
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600

@@ -99,6 +99,8 @@ class Nginx:
     upstream_ports: list[int]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    #: Exact text replacements applied to the rendered nginx.conf (e.g. shorter timeouts).
+    edits: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
         """Start nginx; on a port taken since it was chosen, retry on another one."""
@@ -112,6 +114,11 @@ class Nginx:
     def _launch(self) -> bool:
         self.workdir.mkdir(parents=True, exist_ok=True)
         conf = render_nginx_conf(self.workdir, self.port, self.upstream_ports)
+        text = conf.read_text()
+        for old, new in self.edits.items():
+            assert old in text, old
+            text = text.replace(old, new)
+        conf.write_text(text)
         log = (self.workdir / "nginx.out").open("wb")
         proc = subprocess.Popen(
             [NGINX, "-e", "stderr", "-p", str(self.workdir), "-c", str(conf),
