@@ -223,14 +223,14 @@ class Approvals:
         key = uuid.uuid4().hex
         expires = _now_ms() + int(s.approval_timeout_seconds * 1000)
         taken = {h.tool_use_id for h in self.held.values() if h.sid == sid and h.tool_use_id}
+        transcript = self._transcript(req.get("transcript_path"))
+        offset = _size(transcript) if transcript is not None else 0  # before the first look
         tool_use_id, edit = await asyncio.to_thread(
             self._describe, req.get("transcript_path"), name, tool_input, taken, _text(cwd),
         )
         held = Held(key, sid, name, asyncio.get_running_loop().create_future(), tool_use_id,
                     saw_waiting=self._live.get(sid) == "waiting")
-        transcript = self._transcript(req.get("transcript_path"))
         if tool_use_id is None and transcript is not None:
-            offset = _size(transcript)
             held.rematch = lambda ids: call_after(transcript, offset, name, tool_input, ids)
         index = ap.pending_key(self.keys, sid)
         entry = orjson.dumps({"host": s.host_id, "name": name, "expiresAt": expires})
@@ -403,9 +403,10 @@ class Approvals:
             change = state.turn.on_approval(
                 self.waiting_for(item.sid), _now_ms(), answered=item.answered
             )
-            if change is not None:
+            while change is not None:
                 events.append(turn_event(item.sid, change))
                 h.update(turn_hash(change))
+                change = state.turn.settle(_now_ms())
             await engine.pub.commit_session(state, events, h)
             self._queue.popleft()
             if item.published is not None and not item.published.done():
@@ -525,6 +526,7 @@ def call_after(
 
 
 def _size(path: Path) -> int:
+    """The file's size now (0 when unreadable)."""
     try:
         return path.stat().st_size
     except OSError:

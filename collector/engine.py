@@ -153,9 +153,10 @@ class Engine:
                 h.update(plan.hash)
                 log.info("session %s: live process %d", sid, info.pid)
             change = state.turn.on_live(info.status, info.waiting_for, now)
-            if change is not None:
+            while change is not None:
                 events.append(turn_event(sid, change))
                 h.update(turn_hash(change))
+                change = state.turn.settle(now)
             if events or h:
                 await self.pub.commit_session(state, events, h, activity_ms=now if events else None)
             else:
@@ -176,10 +177,15 @@ class Engine:
                 continue
             await self.drain_session(sid)
             state = (await self.pub.session(sid)).clone()
-            state.turn.on_live(None, None, now)
             events, h = [], {}
+            change = state.turn.on_live(None, None, now)
+            if change is not None:  # e.g. the transcript ended the turn while the file said busy
+                events.append(turn_event(sid, change))
+                h.update(turn_hash(change))
             if state.live:
-                events, h = end_events(state, reason="exit", now_ms=now_ms())
+                ended, eh = end_events(state, reason="exit", now_ms=now_ms())
+                events += ended
+                h.update(eh)
                 log.info("session %s: process %d exited, session ended", sid, pid)
             state.pid = None
             h["pid"] = ""

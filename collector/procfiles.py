@@ -63,26 +63,33 @@ def _str(value: object) -> str | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a running process. A zombie (exited, not yet reaped — an orphan
-    can wait seconds for its new parent) is not: its Claude session is over."""
+    """Whether ``pid`` is a running process. Someone else's zombie (exited, not yet reaped:
+    after ``/exit`` an orphaned CLI waits ~1.3 s for its new parent) is not: its Claude
+    session is over. Our own child's zombie still counts until the driver reaps it, so a
+    headless run ends (its turn with it) before its session does."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass
-    return not _is_zombie(pid)
+        return True
+    stat = _stat(pid)
+    return stat is None or stat[0] != "Z" or stat[1] == os.getpid()
 
 
-def _is_zombie(pid: int) -> bool:
-    """``/proc/<pid>/stat`` state ``Z`` (Linux); elsewhere, without ``/proc``, never."""
+def _stat(pid: int) -> tuple[str, int] | None:
+    """State and parent pid from ``/proc/<pid>/stat`` (Linux); ``None`` without it."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
-        return False
-    # The command name (field 2) is in parentheses and may hold spaces or ")"; the
-    # state is the first field after the last ")".
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or ")": the
+    # fields that follow the last ")" are state, then ppid.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return fields[0].decode(), int(fields[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def scan(sessions_dir: Path) -> dict[str, LiveProcess]:

@@ -341,9 +341,11 @@ class BatchPlan:
             b.get("kind") == "tool_result" for b in blocks
         )
         change = st.turn.on_line(turn, ts, activity=activity)
-        if change is not None and not self.collapse:
-            self.events.append(turn_event(st.sid, change))
-            self.hash.update(turn_hash(change))
+        while change is not None:
+            if not self.collapse:
+                self.events.append(turn_event(st.sid, change))
+                self.hash.update(turn_hash(change))
+            change = st.turn.settle(ts)
 
     def _may_start(self, p: LineFacts, sidechain: bool) -> bool:
         if self.state.end_reason != "exit":

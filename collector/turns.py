@@ -193,9 +193,16 @@ class TurnTracker:
             return (WORKING, None) if self.state == WAITING else (self.state, None)
         return tx, None
 
+    def settle(self, now_ms: int) -> TurnChange | None:
+        """The change still due after the last one (``waiting`` right after its opening
+        ``working``); callers ask once more after any change."""
+        return self._update(now_ms)
+
     def _update(self, now_ms: int) -> TurnChange | None:
         state, waiting_for = self._desired(now_ms)
         if state is None or (state == self.state and waiting_for == self.waiting_for):
             return None
+        if state == WAITING and self.state not in (WORKING, WAITING):
+            state, waiting_for = WORKING, None  # a turn opens working, even one seen first waiting
         self.state, self.since, self.waiting_for = state, now_ms, waiting_for
         return TurnChange(state, now_ms, waiting_for)

@@ -209,3 +209,25 @@ async def test_draining_a_session_reads_transcripts_not_reported_yet(
     assert texts == ["hello", "hi"]
     await rig.engine.drain_session("s7")  # nothing new: nothing twice
     assert len(await rig.events("s7")) == len(events)
+
+
+async def test_a_process_gone_with_its_file_still_busy_ends_its_turn_first(
+    make_rig: RigFactory, claude_dir: Path, child: subprocess.Popen[bytes]
+) -> None:
+    """The transcript ended the turn while the file said busy; file and process go at once:
+    idle, then session_ended — never an ended session shown working."""
+    rig = make_rig()
+    await rig.engine.start()
+    pf = write_process_file(claude_dir, child.pid, "s8", status="busy")
+    await rig.engine.sync_processes()
+    path = transcript(claude_dir, "s8")
+    append(path, user_line("s8", "go") + assistant_line("s8", "done"))
+    await rig.engine.sync_path(path)
+    pf.unlink()
+    exit_child(child)
+    await rig.engine.sync_processes()
+    log = [f for f in await rig.frames(rig.keys.log)
+           if f["type"] in ("turn_status", "session_ended")]
+    assert summary(log) == [
+        ("turn_status", "working", ""), ("turn_status", "idle", ""), ("session_ended", "exit"),
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -60,15 +61,30 @@ def test_history_window() -> None:
     assert not backfill.wants_history(1000.0, 1000.0, max_age_hours=24, events=0)
 
 
-def test_a_zombie_process_is_not_alive() -> None:
-    """An exited child not yet reaped (what an orphaned claude is for ~1 s) counts as gone."""
-    child = subprocess.Popen(["true"])
+def test_a_foreign_zombie_is_not_alive_but_our_own_child_is_until_reaped() -> None:
+    """An orphaned claude that exited but is not reaped yet counts as gone; our own exited
+    child counts until our driver reaps it (its run ends first)."""
+    code = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen(['true'])\n"  # exits at once; this parent never reaps it
+        "print(child.pid, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    own = subprocess.Popen(["true"])
     try:
+        assert parent.stdout is not None
+        foreign = int(parent.stdout.readline())
         deadline = time.monotonic() + 10
-        while not procfiles._is_zombie(child.pid):  # exited, still unreaped: a zombie
-            assert time.monotonic() < deadline, "child never became a zombie"
+        while (procfiles._stat(foreign) or ("?",))[0] != "Z" or (
+            procfiles._stat(own.pid) or ("?",)
+        )[0] != "Z":
+            assert time.monotonic() < deadline, "the children never became zombies"
             time.sleep(0.01)
-        assert procfiles.pid_alive(child.pid) is False
+        assert procfiles.pid_alive(foreign) is False
+        assert procfiles.pid_alive(own.pid) is True
         assert procfiles.pid_alive(os.getpid()) is True
     finally:
-        child.wait()
+        parent.kill()
+        parent.communicate()
+        own.wait()

@@ -153,3 +153,14 @@ def test_interactive_idle_between_busy_flips_is_no_turn_end() -> None:
     assert t.on_live("busy", None, 600) is None
     assert t.on_live("idle", None, 900) is None
     assert t.on_line("idle", 1000) == TurnChange("idle", 1000)
+
+
+def test_a_turn_first_seen_waiting_opens_working() -> None:
+    """busy came and went between two scans: the turn still opens working, then waits."""
+    t = TurnTracker(state="idle", transcript="idle")
+    assert t.on_live("waiting", "permission prompt", 5) == TurnChange("working", 5)
+    assert t.settle(5) == TurnChange("waiting", 5, "permission prompt")
+    assert t.settle(5) is None
+    u = TurnTracker()
+    assert u.on_approval("approve Edit", 7) == TurnChange("working", 7)
+    assert u.settle(7) == TurnChange("waiting", 7, "approve Edit")
