@@ -135,11 +135,13 @@ class _Until:
         return self.cancelled or self.stop.is_set()
 
 
-def _open(claude_dir: Path, roots: list[Path]) -> tuple[RustNotify, dict[Path, int]]:
-    """A non-recursive notifier over the watched directories, checked against the tree
-    once it exists: a directory made before it was missed by neither the notifier nor the
-    check."""
-    targets = watched_dirs(claude_dir, roots)
+def _open(
+    claude_dir: Path, roots: list[Path], targets: dict[Path, int]
+) -> tuple[RustNotify, dict[Path, int]]:
+    """A non-recursive notifier over ``targets``, checked against the tree once it exists
+    (and opened again over the tree's set if that changed meanwhile): a directory made
+    before it was missed by neither the notifier nor the check. Blocking: ~50 µs a
+    directory, so it runs in a worker thread."""
     for attempt in range(SETTLE_TRIES):
         try:
             notify = RustNotify([str(d) for d in sorted(targets)], False, False, 50, False, True)
@@ -182,7 +184,9 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
     for d in dirs:  # a restart after someone removed one recreates it
         with contextlib.suppress(OSError):  # a read-only mount: the error below names it
             d.mkdir(parents=True, exist_ok=True)
-    notify, targets = _open(wake.claude_dir, dirs)
+    claude = wake.claude_dir
+    targets = await asyncio.to_thread(watched_dirs, claude, dirs)
+    notify, targets = await asyncio.to_thread(_open, claude, dirs, targets)
     log.info(
         "watching %s: %d directories (step %d ms)",
         ", ".join(str(d) for d in dirs), len(targets), step_ms,
@@ -202,10 +206,11 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
                 raise RuntimeError("the watch thread received a signal")
             changes: set[tuple[int, str]] = set() if raw == "timeout" else raw
             wake.add({Path(p) for _change, p in changes})
-            if (raw == "timeout" or _tree_touched(changes, targets)) and watched_dirs(
-                wake.claude_dir, dirs
-            ) != targets:
-                new, targets = _open(wake.claude_dir, dirs)
+            if raw != "timeout" and not _tree_touched(changes, targets):
+                continue
+            now = await asyncio.to_thread(watched_dirs, claude, dirs)
+            if now != targets:
+                new, targets = await asyncio.to_thread(_open, claude, dirs, now)
                 notify.close()
                 notify = new
                 wake.request_rescan()  # what was written before the new watches existed
