@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from watchfiles import Change
@@ -141,7 +142,7 @@ def _open(
     """A non-recursive notifier over ``targets``, checked against the tree once it exists
     (and opened again over the tree's set if that changed meanwhile): a directory made
     before it was missed by neither the notifier nor the check. Blocking: ~50 µs a
-    directory, so it runs in a worker thread."""
+    directory, so it runs in the watcher's thread."""
     for attempt in range(SETTLE_TRIES):
         try:
             notify = RustNotify([str(d) for d in sorted(targets)], False, False, 50, False, True)
@@ -184,9 +185,21 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
     for d in dirs:  # a restart after someone removed one recreates it
         with contextlib.suppress(OSError):  # a read-only mount: the error below names it
             d.mkdir(parents=True, exist_ok=True)
+    # Its own thread: the watch blocks one for good, and must not wait behind the engine's.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="watcher")
+    try:
+        await _watch(wake, dirs, stop, step_ms, pool)
+    finally:
+        pool.shutdown(wait=False)
+
+
+async def _watch(
+    wake: Wake, dirs: list[Path], stop: asyncio.Event, step_ms: int, pool: ThreadPoolExecutor
+) -> None:
     claude = wake.claude_dir
-    targets = await asyncio.to_thread(watched_dirs, claude, dirs)
-    notify, targets = await asyncio.to_thread(_open, claude, dirs, targets)
+    loop = asyncio.get_running_loop()
+    targets = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
+    notify, targets = await loop.run_in_executor(pool, _open, claude, dirs, targets)
     log.info(
         "watching %s: %d directories (step %d ms)",
         ", ".join(str(d) for d in dirs), len(targets), step_ms,
@@ -196,7 +209,9 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
     try:
         while True:
             try:
-                raw = await asyncio.to_thread(notify.watch, debounce, step_ms, TREE_CHECK_MS, until)
+                raw = await loop.run_in_executor(
+                    pool, notify.watch, debounce, step_ms, TREE_CHECK_MS, until
+                )
             except asyncio.CancelledError:
                 until.cancelled = True  # the thread returns within a step; it closes nothing
                 raise
@@ -208,9 +223,9 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
             wake.add({Path(p) for _change, p in changes})
             if raw != "timeout" and not _tree_touched(changes, targets):
                 continue
-            now = await asyncio.to_thread(watched_dirs, claude, dirs)
+            now = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
             if now != targets:
-                new, targets = await asyncio.to_thread(_open, claude, dirs, now)
+                new, targets = await loop.run_in_executor(pool, _open, claude, dirs, now)
                 notify.close()
                 notify = new
                 wake.request_rescan()  # what was written before the new watches existed
