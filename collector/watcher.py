@@ -3,7 +3,13 @@
 watchfiles' defaults group changes for up to 1.6 s and wait 50 ms of quiet; here the
 quiet step is ``settings.watch_step_ms`` (1 ms by default) so an append wakes the
 collector within a few ms. A periodic rescan catches anything the notifier missed
-(directories created before their watch existed, overflowed event queues).
+(overflowed event queues, say).
+
+Only the real directories of :data:`LAYOUT` are watched, one by one and never through a
+symlink: watchfiles' recursive mode follows symlinked directories, so a ``projects/x -> /``
+would have it walk and watch the whole file system (the user's inotify watches, CPU and
+events) though nothing there is ever read. A directory created while running is watched
+as soon as its creation is reported.
 """
 
 from __future__ import annotations
@@ -12,9 +18,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from watchfiles import Change, awatch
+from watchfiles import Change
+from watchfiles._rust_notify import RustNotify
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +34,8 @@ class Wake:
     """What changed since the engine last looked; ``event`` is set when anything did."""
 
     def __init__(self, claude_dir: Path) -> None:
-        self.sessions_dir = Path(os.path.abspath(claude_dir)) / "sessions"
+        self.claude_dir = Path(os.path.abspath(claude_dir))
+        self.sessions_dir = self.claude_dir / "sessions"
         self.paths: set[Path] = set()
         self.processes = False
         self.rescan = False
@@ -56,27 +66,173 @@ class Wake:
             await asyncio.wait_for(self.event.wait(), timeout_s)
 
 
-def _interesting(change: Change, path: str) -> bool:
-    return path.endswith((".jsonl", ".json"))
+#: The directories watched, relative to the Claude dir (``*``: any name): where transcripts
+#: and live-process files are, and the ones that lead there. Nothing deeper, nothing else.
+LAYOUT: tuple[tuple[str, ...], ...] = (
+    ("projects",),
+    ("projects", "*"),
+    ("projects", "*", "*"),
+    ("projects", "*", "*", "subagents"),
+    ("sessions",),
+)
+#: How often the watch compares the directory tree with what it watches, without events.
+TREE_CHECK_MS = 5000
+#: Times the watch is set up again while the tree keeps changing under it before it settles
+#: for what it has (the next tree check catches up).
+SETTLE_TRIES = 5
+
+
+def _in_layout(rel: tuple[str, ...]) -> bool:
+    return any(
+        len(pat) == len(rel) and all(p in ("*", r) for p, r in zip(pat, rel, strict=True))
+        for pat in LAYOUT
+    )
+
+
+def watched_dirs(claude_dir: Path, roots: list[Path]) -> dict[Path, int]:
+    """The directories to watch, each with its inode: every root, and below them the real
+    (never symlinked) directories of :data:`LAYOUT`. A symlinked root is watched, not
+    entered: what is behind it is outside the Claude dir and never read."""
+    claude = Path(os.path.abspath(claude_dir))
+    found: dict[Path, int] = {}
+
+    def visit(d: Path, rel: tuple[str, ...], inode: int) -> None:
+        try:
+            with os.scandir(d) as it:
+                subs = [
+                    (Path(e.path), (*rel, e.name), e.inode())
+                    for e in it
+                    if _in_layout((*rel, e.name)) and e.is_dir(follow_symlinks=False)
+                ]
+        except OSError:
+            return  # gone already, or unreadable: nothing to watch there
+        found[d] = inode
+        for sub in subs:
+            visit(*sub)
+
+    for root in roots:
+        root = Path(os.path.abspath(root))
+        try:
+            inode = root.stat().st_ino
+        except OSError:
+            continue
+        if root == claude:
+            visit(root, (), inode)
+        elif root.is_symlink() or not root.is_relative_to(claude):
+            found[root] = inode
+        else:
+            visit(root, root.relative_to(claude).parts, inode)
+    return found
+
+
+class _Until:
+    """What the Rust watch polls every step: the collector's stop, or this task cancelled."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.cancelled = False
+
+    def is_set(self) -> bool:
+        return self.cancelled or self.stop.is_set()
+
+
+def _open(
+    claude_dir: Path, roots: list[Path], targets: dict[Path, int]
+) -> tuple[RustNotify, dict[Path, int]]:
+    """A non-recursive notifier over ``targets``, checked against the tree once it exists
+    (and opened again over the tree's set if that changed meanwhile): a directory made
+    before it was missed by neither the notifier nor the check. Blocking: ~50 µs a
+    directory, so it runs in the watcher's thread."""
+    for attempt in range(SETTLE_TRIES):
+        try:
+            notify = RustNotify([str(d) for d in sorted(targets)], False, False, 50, False, True)
+        except FileNotFoundError:  # one went away between the look and the watch
+            if attempt == SETTLE_TRIES - 1:
+                raise
+            targets = watched_dirs(claude_dir, roots)
+            continue
+        now = watched_dirs(claude_dir, roots)
+        if now == targets or attempt == SETTLE_TRIES - 1:
+            return notify, targets
+        notify.close()
+        targets = now
+    raise AssertionError("unreachable")
+
+
+def _tree_touched(changes: set[tuple[int, str]], targets: dict[Path, int]) -> bool:
+    """Whether ``changes`` may have added or removed a directory to watch."""
+    for change, path in changes:
+        if change == Change.deleted and Path(path) in targets:
+            return True
+        if change == Change.added:
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    return True
+    return False
 
 
 async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: int) -> None:
-    """Feed ``wake`` from watchfiles until ``stop`` is set."""
+    """Feed ``wake`` from watchfiles until ``stop`` is set.
+
+    Each directory of :func:`watched_dirs` is watched on its own, non-recursively: a
+    recursive watch follows symlinked directories, and ``projects/x -> /`` would have it
+    walk and watch the whole file system. When a directory to watch appears or goes, a new
+    notifier is opened over the new set *before* the old one is closed, then the engine is
+    asked for a rescan: nothing written meanwhile is missed.
+    """
     # watchfiles logs every change batch at INFO: one line per transcript line here.
     logging.getLogger("watchfiles.main").setLevel(logging.WARNING)
-    for d in dirs:  # watchfiles needs them; a restart after someone removed one recreates it
+    for d in dirs:  # a restart after someone removed one recreates it
         with contextlib.suppress(OSError):  # a read-only mount: the error below names it
             d.mkdir(parents=True, exist_ok=True)
-    log.info("watching %s (step %d ms)", ", ".join(str(d) for d in dirs), step_ms)
-    async for changes in awatch(
-        *dirs,
-        watch_filter=_interesting,
-        step=step_ms,
-        debounce=max(DEBOUNCE_MS, step_ms),
-        stop_event=stop,
-        recursive=True,
-    ):
-        wake.add({Path(p) for _change, p in changes})
+    # Its own thread: the watch blocks one for good, and must not wait behind the engine's.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="watcher")
+    try:
+        await _watch(wake, dirs, stop, step_ms, pool)
+    finally:
+        pool.shutdown(wait=False)
+
+
+async def _watch(
+    wake: Wake, dirs: list[Path], stop: asyncio.Event, step_ms: int, pool: ThreadPoolExecutor
+) -> None:
+    claude = wake.claude_dir
+    loop = asyncio.get_running_loop()
+    targets = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
+    notify, targets = await loop.run_in_executor(pool, _open, claude, dirs, targets)
+    log.info(
+        "watching %s: %d directories (step %d ms)",
+        ", ".join(str(d) for d in dirs), len(targets), step_ms,
+    )
+    until = _Until(stop)
+    debounce = max(DEBOUNCE_MS, step_ms)
+    try:
+        while True:
+            try:
+                raw = await loop.run_in_executor(
+                    pool, notify.watch, debounce, step_ms, TREE_CHECK_MS, until
+                )
+            except asyncio.CancelledError:
+                until.cancelled = True  # the thread returns within a step; it closes nothing
+                raise
+            if raw == "stop":
+                return
+            if raw == "signal":
+                raise RuntimeError("the watch thread received a signal")
+            changes: set[tuple[int, str]] = set() if raw == "timeout" else raw
+            wake.add({Path(p) for _change, p in changes})
+            if raw != "timeout" and not _tree_touched(changes, targets):
+                continue
+            now = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
+            if now != targets:
+                new, targets = await loop.run_in_executor(pool, _open, claude, dirs, now)
+                notify.close()
+                notify = new
+                wake.request_rescan()  # what was written before the new watches existed
+                log.debug("watching %d directories", len(targets))
+    finally:
+        if not until.cancelled:
+            notify.close()
 
 
 async def rescan(wake: Wake, stop: asyncio.Event, *, interval_s: float) -> None:

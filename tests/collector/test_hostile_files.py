@@ -122,6 +122,59 @@ def test_symlinks_out_of_the_claude_dir_are_not_read(
     client.close()
 
 
+def _inotify_watched_inodes(pid: int) -> set[int]:
+    """The inodes the process holds inotify watches on (``inotify wd:… ino:<hex>`` lines)."""
+    inodes: set[int] = set()
+    fdinfo = Path(f"/proc/{pid}/fdinfo")
+    for fd in os.listdir(fdinfo):
+        try:
+            lines = (fdinfo / fd).read_text().splitlines()
+        except OSError:  # closed meanwhile
+            continue
+        for line in lines:
+            if line.startswith("inotify wd:"):
+                field = next(f for f in line.split() if f.startswith("ino:"))
+                inodes.add(int(field[4:], 16))
+    return inodes
+
+
+def test_a_symlinked_project_dir_is_never_watched(
+    server: RedisServer, namespace: str, keys: Keys, claude_dir: Path, tmp_path: Path
+) -> None:
+    """projects/evil -> a big tree: not one inotify watch there, and transcripts keep publishing."""
+    big = tmp_path / "big"
+    for i in range(200):
+        (big / f"d{i}" / "e").mkdir(parents=True)
+    (claude_dir / "projects" / "evil").symlink_to(big, target_is_directory=True)
+    big_inodes = {os.stat(d).st_ino for d, _dirs, _files in os.walk(big)}
+    sid = str(uuid.uuid4())
+    path = transcript(claude_dir, sid)
+    append(path, user_line(sid, "before start"))
+    client = server.client()
+    with CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir) as proc:
+        append(path, user_line(sid, "marker"))
+        poll(lambda: _published(client, keys, sid, "marker"))
+        later = str(uuid.uuid4())  # a project dir made while running is watched at once
+        later_path = transcript(claude_dir, later, project="-made-while-running")
+        append(later_path, user_line(later, "later"))
+        poll(lambda: _published(client, keys, later, "later"))
+        append(big / "d1" / f"{uuid.uuid4()}.jsonl", user_line(sid, "behind the link"))
+        append(later_path, user_line(later, "later-2"))
+        poll(lambda: _published(client, keys, later, "later-2"))
+        real = {os.stat(d).st_ino for d in (path.parent, later_path.parent, claude_dir / "projects")}
+
+        def watching_the_real_dirs() -> set[int] | None:
+            w = _inotify_watched_inodes(proc.pid)
+            return w if w >= real else None
+
+        watched = poll(watching_the_real_dirs)
+        assert not watched & big_inodes, f"{len(watched & big_inodes)} watches behind the symlink"
+        assert len(watched) < 20, watched
+        assert proc.alive()
+    assert b"behind the link" not in _log_bytes(client, keys)
+    client.close()
+
+
 def test_a_file_whose_appends_fail_is_set_aside_not_the_engine(
     running: tuple[redis.Redis, CollectorProc], keys: Keys, claude_dir: Path
 ) -> None:
