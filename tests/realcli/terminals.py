@@ -56,7 +56,7 @@ class Tmux:
             self.run("send-keys", "-t", "main", "Enter")
 
     async def screen_until(self, pred: Callable[[str], bool], timeout_s: float = 30.0,
-                           what: str = "screen") -> str:
+                           what: str = "screen", interval_s: float = 0.1) -> str:
         deadline = time.monotonic() + timeout_s
         while True:
             text = self.screen()
@@ -64,7 +64,22 @@ class Tmux:
                 return text
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(interval_s)
+
+    async def settled(self, pred: Callable[[str], bool], timeout_s: float = 30.0,
+                      what: str = "screen", still_s: float = 0.3) -> str:
+        """Wait until the screen satisfies ``pred`` and then stays the same for ``still_s``
+        (the CLI has finished drawing it: a dialog still being drawn can drop a key)."""
+        deadline = time.monotonic() + timeout_s
+        text = await self.screen_until(pred, timeout_s, what)
+        while True:
+            await asyncio.sleep(still_s)
+            again = self.screen()
+            if again == text and pred(again):
+                return again
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what} to settle; screen:\n{again}")
+            text = again
 
     async def wait_gone(self, timeout_s: float = 30.0) -> float:
         """Wait until the pane's process (the CLI) has exited; the time it was seen gone."""

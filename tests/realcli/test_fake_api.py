@@ -85,3 +85,26 @@ def test_errors_side_requests_and_an_exhausted_script(api: FakeAnthropic) -> Non
     assert "".join(texts) == EXHAUSTED and last[-2][1]["delta"]["stop_reason"] == "end_turn"
     kinds = [(q["kind"], q.get("turn")) for q in api.requests]
     assert kinds == [("side", None), ("count_tokens", None), ("turn", 0), ("turn", 1), ("turn", 2)]
+
+
+def test_a_keyed_turn_answers_its_prompt_whatever_the_order() -> None:
+    """A turn with ``prompt`` answers each request whose last user text contains it (again on
+    a repeat) and leaves the queue to the others."""
+    script: list[dict[str, Any]] = [
+        {"prompt": "this one fails", "error": {"status": 403, "type": "permission_error",
+                                                "message": "refused"}},
+        {"content": [{"type": "text", "text": "Queued answer."}]},
+    ]
+    with FakeAnthropic(script) as fake:
+        def ask(text: str) -> httpx.Response:
+            return _post(fake, stream=True, tools=TOOLS, messages=[
+                {"role": "user", "content": [{"type": "text", "text": f"<ctx/>{text}"}]}])
+
+        assert ask("please, this one fails").status_code == 403
+        first = _events(ask("first question"))
+        assert "".join(d["delta"]["text"] for n, d in first
+                       if n == "content_block_delta") == "Queued answer."
+        assert ask("this one fails again").status_code == 403
+        assert "".join(d["delta"]["text"] for n, d in _events(ask("more"))
+                       if n == "content_block_delta") == EXHAUSTED
+    assert [q["turn"] for q in fake.requests] == [0, 1, 0, 2]

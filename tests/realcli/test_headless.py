@@ -168,10 +168,12 @@ def test_new_conversation_then_first_prompt(tmp_path: Path) -> None:
 
 async def failing_prompt(root: Path) -> dict[str, Any]:
     """Inside: a client's prompt whose run fails (the API refuses it: ``claude -p`` exits 1)."""
+    # keyed by prompt: the refusal answers "this one fails" however many requests came before
     turns: list[dict[str, Any]] = [
-        {"content": [{"type": "text", "text": "First answer."}]},
+        {"prompt": "first question", "content": [{"type": "text", "text": "First answer."}]},
         # a 403 is not retried (a 400 is, once): the run exits 1
-        {"error": {"status": 403, "type": "permission_error", "message": "fake refusal"}},
+        {"prompt": "this one fails",
+         "error": {"status": 403, "type": "permission_error", "message": "fake refusal"}},
     ]
     async with rig(root, turns) as r:
         observer = await r.client("observer", auto_watch=False)

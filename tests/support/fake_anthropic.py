@@ -15,8 +15,15 @@ so a plain queue lines up), e.g.::
                    {"type": "tool_use", "name": "Read", "input": {"file_path": "/w/a.txt"}}]},
       {"content": [{"type": "text", "text": "Done."}]},
       {"content": [{"type": "text", "text": "slow ..."}], "delay_s": 0.2},
-      {"error": {"status": 400, "message": "prompt is too long"}}
+      {"error": {"status": 400, "message": "prompt is too long"}},
+      {"prompt": "this one fails", "error": {"status": 403, "message": "refused"}}
     ]}
+
+A turn with ``prompt`` is keyed, not queued: it answers every turn request whose last user
+message has a text containing that string (a retried or repeated request gets the same
+answer again), so a scenario whose prompts come from several processes does not depend on
+the order or the number of requests. The other turns form the queue, taken by the requests
+no keyed turn matched.
 
 ``stop_reason`` defaults to ``tool_use`` when the turn calls a tool, else ``end_turn``;
 ``delay_s`` is slept between deltas (a slow stream for interrupts; a client that goes
@@ -50,6 +57,7 @@ class Turn:
     stop_reason: str | None = None
     delay_s: float = 0.0
     error: dict[str, Any] | None = None
+    prompt: str | None = None
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Turn:
@@ -58,6 +66,7 @@ class Turn:
             stop_reason=raw.get("stop_reason"),
             delay_s=float(raw.get("delay_s", 0.0)),
             error=raw.get("error"),
+            prompt=raw.get("prompt"),
         )
 
     @property
@@ -73,6 +82,18 @@ def _pieces(text: str, n: int = TEXT_PIECES) -> list[str]:
         return [""]
     size = max(1, -(-len(text) // n))
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _last_user_texts(body: dict[str, Any]) -> list[str]:
+    """The texts of the last user message (whole)."""
+    for msg in reversed(body.get("messages") or []):
+        if msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        if isinstance(content, str):
+            return [content]
+        return [str(b.get("text", "")) for b in content or [] if b.get("type") == "text"]
+    return []
 
 
 def _last_user(body: dict[str, Any]) -> dict[str, Any]:
@@ -139,12 +160,20 @@ class FakeAnthropic:
         with self._lock:
             self.requests.append(entry)
 
-    def take_turn(self) -> tuple[int, Turn | None]:
-        """The next scripted turn and its index (``None`` once the script is used up)."""
+    def take_turn(self, texts: list[str]) -> tuple[int, Turn | None]:
+        """The turn answering a request whose last user message has ``texts``, and its index
+        in the script: the keyed turn whose ``prompt`` one of them contains, else the next
+        queued one (``None``, with an index past the script, once the queue is used up)."""
+        for index, turn in enumerate(self.turns):
+            if turn.prompt is not None and any(turn.prompt in text for text in texts):
+                return index, turn
+        queue = [i for i, t in enumerate(self.turns) if t.prompt is None]
         with self._lock:
-            index = self._next
+            n = self._next
             self._next += 1
-        return index, self.turns[index] if index < len(self.turns) else None
+        if n < len(queue):
+            return queue[n], self.turns[queue[n]]
+        return len(self.turns) + n - len(queue), None
 
 
 def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
@@ -193,7 +222,7 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 api.log({**entry, "kind": "side"})
                 self._answer(body, Turn(content=[{"type": "text", "text": SIDE_TEXT}]))
             else:
-                index, turn = api.take_turn()
+                index, turn = api.take_turn(_last_user_texts(body))
                 api.log({**entry, "kind": "turn", "turn": index, "exhausted": turn is None})
                 self._answer(body, turn or Turn(content=[{"type": "text", "text": EXHAUSTED}]))
 
