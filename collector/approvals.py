@@ -12,7 +12,9 @@ the hook going away, (watched mode) nobody watching for :data:`UNWATCHED_GRACE_S
 the terminal answering first — the transcript shows the tool's result, or the live-process
 file leaves ``waiting`` after it showed it (``answered_elsewhere``: the hook is answered
 "no decision" at once and exits, and the decision key is claimed so a late client decision
-is ``already_resolved``). Only an explicit client decision ever allows; every other end is
+is ``already_resolved``). However it ends, the session's ``approval_resolved`` key names it
+for the approval timeout, so a late decision without a ``requestKey`` is
+``already_resolved`` too. Only an explicit client decision ever allows; every other end is
 "no decision".
 
 Session state is written only by the engine task: events are queued here and the engine
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 import uuid
@@ -323,7 +326,14 @@ class Approvals:
             ):
                 # a client decided in the same instant: its decision stands
                 decision = ap.parse_decision(await self._op(self._redis.get(dkey))) or decision
-            await self._op(self._redis.hdel(ap.pending_key(self.keys, held.sid), held.key))
+            # the pending entry and the session's "last resolved" change together, so a late
+            # keyless decision sees one or the other (already_resolved, not no_pending_request)
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hdel(ap.pending_key(self.keys, held.sid), held.key)
+            pipe.set(ap.resolved_key(self.keys, held.sid),
+                     ap.resolved_record(held.key, decision[0], _now_ms()),
+                     ex=max(1, math.ceil(self.settings.approval_timeout_seconds)))
+            await self._op(pipe.execute())
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("approvals: could not record the end of %s: %s", held.key, exc)
             if claim:

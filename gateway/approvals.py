@@ -7,7 +7,9 @@ once on watch/unwatch, and from a periodic pass that also notices disconnects an
 refreshes the stamps, so the counts of a gateway that died stop counting by themselves.
 
 A decision names a request (``requestKey``) or means the single pending request of the
-given (or watched) session. The first decision wins through ``SET NX`` on the request's
+given (or watched) session; without a ``requestKey`` and with nothing pending it is
+``already_resolved`` when such a session's last request ended within the approval timeout
+(``{ns}:session:<sid>:approval_resolved``), else ``no_pending_request``. The first decision wins through ``SET NX`` on the request's
 decision key; the winner's decision goes to the holding collector as a
 ``permission_decision`` command, and every watcher sees ``permission_resolved`` from the
 log. The decider gets ``decision_ack``; a loser ``error{already_resolved}``.
@@ -190,16 +192,21 @@ class GatewayApprovals:
             pipe.hgetall(ap.pending_key(self._keys, sid))
         now = _now_ms()
         found: list[tuple[str, str, dict[str, Any]]] = []
+        expired: str | None = None  # timed out, its collector has not dropped it yet
         for sid, rows in zip(sids, await pipe.execute(), strict=True):
             for raw_key, raw in rows.items():
                 key = raw_key.decode()
+                if request_key is not None and key != request_key:
+                    continue
                 try:
                     entry = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     continue
-                if not isinstance(entry, dict) or int(entry.get("expiresAt", 0)) <= now:
+                if not isinstance(entry, dict):
                     continue
-                if request_key is None or key == request_key:
+                if int(entry.get("expiresAt", 0)) <= now:
+                    expired = key
+                else:
                     found.append((sid, key, entry))
         if len(found) == 1:
             return found[0]
@@ -207,8 +214,29 @@ class GatewayApprovals:
             raise ProtocolError(
                 ErrorCode.AMBIGUOUS, f"{len(found)} requests are pending: say which (requestKey)", rid
             )
+        if expired is not None:
+            raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {expired} timed out", rid)
         if request_key is not None and await self._client.exists(
             ap.decision_key(self._keys, request_key)
         ):
             raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid)
+        if request_key is None:
+            late = await self._recently_resolved(sids)
+            if late is not None:
+                raise ProtocolError(
+                    ErrorCode.ALREADY_RESOLVED,
+                    f"request {late[0]} was already resolved ({late[1]})", rid,
+                )
         raise ProtocolError(ErrorCode.NO_PENDING_REQUEST, "no permission request is pending", rid)
+
+    async def _recently_resolved(self, sids: list[str]) -> tuple[str, str] | None:
+        """(requestKey, decision) of a request of ``sids`` that ended within the approval
+        timeout (the session's ``approval_resolved`` key), else ``None``."""
+        pipe = self._client.pipeline(transaction=False)
+        for sid in sids:
+            pipe.get(ap.resolved_key(self._keys, sid))
+        for raw in await pipe.execute():
+            found = ap.parse_resolved(raw)
+            if found is not None:
+                return found
+        return None

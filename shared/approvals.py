@@ -10,6 +10,11 @@
 * ``{ns}:approval:<requestKey>`` — the decision, claimed once with ``SET NX``: JSON
   ``{decision, message?}``. Whoever sets it first decides (a client's allow/deny, or the
   collector's timeout/cancel); everyone later is told ``already_resolved``.
+* ``{ns}:session:<sid>:approval_resolved`` — JSON ``{requestKey, decision, resolvedAt}`` of
+  the session's last request to end, set by the collector as it drops the request from
+  ``approvals``, expiring after the approval timeout: a decision without a ``requestKey``
+  that finds nothing pending is ``already_resolved`` while it exists (the client was late),
+  ``no_pending_request`` otherwise.
 """
 
 from __future__ import annotations
@@ -60,6 +65,28 @@ def pending_key(keys: Keys, sid: str) -> str:
 
 def decision_key(keys: Keys, request_key: str) -> str:
     return f"{keys.prefix}approval:{request_key}"
+
+
+def resolved_key(keys: Keys, sid: str) -> str:
+    return f"{keys.prefix}session:{sid}:approval_resolved"
+
+
+def resolved_record(request_key: str, decision: str, resolved_ms: int) -> bytes:
+    return orjson.dumps({"requestKey": request_key, "decision": decision, "resolvedAt": resolved_ms})
+
+
+def parse_resolved(raw: bytes | str | None) -> tuple[str, str] | None:
+    """(requestKey, decision) of a :func:`resolved_record`, ``None`` if absent or malformed."""
+    if raw is None:
+        return None
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    key, decision = body.get("requestKey"), body.get("decision")
+    return (key, decision) if isinstance(key, str) and isinstance(decision, str) else None
 
 
 def watcher_value(count: int, expires_ms: int) -> str:

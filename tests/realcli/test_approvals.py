@@ -151,22 +151,24 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
         resolved = None
         with contextlib.suppress(AssertionError):  # the test says what was missing
             resolved = await _resolved(watcher, 5.0)
-        late = None
+        late = keyless = None
         if resolved is not None:
             await watcher.send({"type": "accept_diff", "requestId": "late",
                                 "requestKey": request["requestKey"]})
             late = await watcher.reply("late")
+            await watcher.send({"type": "accept_diff", "requestId": "keyless"})  # a seed client
+            keyless = await watcher.reply("keyless")
         await term.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt again")
         await r.recorders["observer"].until(
             lambda fs: checks.states(fs, sid)[-1:] == ["idle"], 30, "idle after the answer")
-        return r.report(sid=sid, request=request, resolved=resolved, late=late, dialog=dialog,
-                        answered_at=answered_at, notes_after=(r.workdir / "notes.txt").read_text())
+        return r.report(sid=sid, request=request, resolved=resolved, late=late, keyless=keyless,
+                        dialog=dialog, answered_at=answered_at, notes_after=(r.workdir / "notes.txt").read_text())
 
 
 def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None:
     """The person answers the CLI's own dialog: the client's request is resolved within a
-    second as answered elsewhere, a late accept_diff is already_resolved, the turn is
-    working → waiting → working → idle, every line arrives once."""
+    second as answered elsewhere, a late accept_diff (with or without its requestKey) is
+    already_resolved, the turn is working → waiting → working → idle, every line arrives once."""
     report = run_isolated(f"{__name__}:interactive_in_terminal", tmp_path)
     assert report["notes_after"] == "alpha\nBETA\ngamma\n"
     resolved = report["resolved"]
@@ -175,6 +177,7 @@ def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None
     assert resolved["decision"] not in ("allow", "deny"), json.dumps(resolved)
     assert resolved["_at"] - report["answered_at"] < 1.0
     assert (report["late"]["type"], report["late"].get("code")) == ("error", "already_resolved")
+    assert (report["keyless"]["type"], report["keyless"].get("code")) == ("error", "already_resolved")
     states = checks.states(report["clients"]["observer"], report["sid"])
     assert checks.collapsed(states) == ["working", "waiting", "working", "idle"], states
     checks.assert_every_line_once(report, report["sid"])
