@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,8 @@ import pytest
 from shared import projection
 from tests.conftest import FIXTURES, make_settings
 from tests.support.collector_records import append, assistant_line, transcript, user_line
-from tests.support.collector_rig import Rig
+from tests.support.collector_rig import Rig, RigFactory
 from tests.support.servers import RedisServer
-
-RigFactory = Callable[..., Rig]
 
 
 @pytest.fixture

@@ -5,35 +5,15 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.conftest import make_settings
 from tests.support.collector_records import append, assistant_line, transcript, user_line
-from tests.support.collector_rig import Rig
-from tests.support.servers import RedisServer
-
-RigFactory = Callable[..., Rig]
-
-
-@pytest.fixture
-async def make_rig(
-    server: RedisServer, namespace: str, claude_dir: Path
-) -> AsyncIterator[RigFactory]:
-    rigs: list[Rig] = []
-
-    def make(**overrides: Any) -> Rig:
-        rig = Rig.build(make_settings(server.url, namespace, claude_dir, **overrides))
-        rigs.append(rig)
-        return rig
-
-    yield make
-    for rig in rigs:
-        await rig.close()
+from tests.support.collector_rig import RigFactory
 
 
 def write_process_file(claude_dir: Path, pid: int, sid: str, **extra: Any) -> Path:

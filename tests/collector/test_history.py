@@ -5,16 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from collector.history import HistoryRequests
 from shared import commands as c
 from shared.commands import Command
-from tests.conftest import make_settings
 from tests.support.collector_records import (
     append,
     assistant_line,
@@ -22,25 +18,9 @@ from tests.support.collector_records import (
     transcript,
     user_line,
 )
-from tests.support.collector_rig import Rig
-from tests.support.servers import RedisServer
+from tests.support.collector_rig import RigFactory
 
-RigFactory = Callable[..., Rig]
 FILE_KEY = "projects/-home-dev-project/s1.jsonl"
-
-
-@pytest.fixture
-async def make_rig(server: RedisServer, namespace: str, claude_dir: Path) -> AsyncIterator[RigFactory]:
-    rigs: list[Rig] = []
-
-    def make(**overrides: Any) -> Rig:
-        rig = Rig.build(make_settings(server.url, namespace, claude_dir, **overrides))
-        rigs.append(rig)
-        return rig
-
-    yield make
-    for rig in rigs:
-        await rig.close()
 
 
 def _old(path: Path, data: bytes) -> None:

@@ -7,39 +7,20 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.conftest import make_settings
 from tests.support.collector_records import append, transcript, user_line
-from tests.support.collector_rig import Rig
-from tests.support.servers import RedisServer
+from tests.support.collector_rig import RigFactory
 
 CLI = Path(__file__).resolve().parents[1] / "data" / "claude-cli-2.1.332"
 JSONL = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
 PRINT_SID = "5bbaef86-2e70-4548-8aa6-91403e6659d5"
 AGENT = "aea44ec78cd97dba1"
 PARENT_TOOL = "toolu_fake050a927951044cada8c2"  # the .meta.json's toolUseId
-
-RigFactory = Callable[..., Rig]
-
-
-@pytest.fixture
-async def make_rig(server: RedisServer, namespace: str, claude_dir: Path) -> AsyncIterator[RigFactory]:
-    rigs: list[Rig] = []
-
-    def make(**overrides: Any) -> Rig:
-        rig = Rig.build(make_settings(server.url, namespace, claude_dir, **overrides))
-        rigs.append(rig)
-        return rig
-
-    yield make
-    for rig in rigs:
-        await rig.close()
 
 
 def line(rec: dict[str, Any]) -> bytes:

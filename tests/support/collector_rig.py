@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -45,3 +46,7 @@ class Rig:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+RigFactory = Callable[..., Rig]
+"""What the ``make_rig`` fixture yields: build a :class:`Rig` with settings overrides."""
