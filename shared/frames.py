@@ -111,7 +111,8 @@ def permission_request(
 def permission_resolved(
     sid: str, *, request_key: str, decision: str, message: str | None = None
 ) -> bytes:
-    """``decision``: ``allow``, ``deny``, ``timeout`` or ``cancelled`` (open union)."""
+    """``decision``: ``allow``, ``deny``, ``timeout``, ``cancelled`` or ``answered_elsewhere``
+    (open union)."""
     frame: dict[str, Any] = {
         "type": PERMISSION_RESOLVED,
         "sessionId": sid,
