@@ -10,6 +10,7 @@ WORKDIR /src
 RUN python -m venv /opt/relaybus
 # Dependencies first (cached while only the code changes), then the package itself.
 COPY pyproject.toml README.md ./
+COPY relaybus ./relaybus
 COPY shared ./shared
 COPY collector ./collector
 COPY gateway ./gateway

@@ -1,5 +1,5 @@
 import sys
 
-from shared.cli import run_command
+from relaybus.cli import run_command
 
 sys.exit(run_command("collector", sys.argv[1:]))

@@ -162,7 +162,7 @@ def default_command() -> str:
     found = shutil.which("relaybus")
     if found:
         return f"{shlex.quote(str(Path(found).resolve()))} hook permission-request"
-    return f"{shlex.quote(sys.executable)} -m shared.cli hook permission-request"
+    return f"{shlex.quote(sys.executable)} -m relaybus.cli hook permission-request"
 
 
 def wanted_command(

@@ -264,5 +264,5 @@ def _install_hook(r: Rig) -> None:
     env = {**os.environ, "RELAYBUS_CLAUDE_DIR": str(r.claude_dir),
            "RELAYBUS_APPROVAL_PORT": str(r.approval_port),
            "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "60"}
-    subprocess.run([sys.executable, "-m", "shared.cli", "install-hook"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "relaybus.cli", "install-hook"], env=env, check=True,
                    capture_output=True, timeout=30)

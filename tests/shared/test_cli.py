@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import COMMANDS, build_parser, settings_from_args
+from relaybus.cli import COMMANDS, build_parser, settings_from_args
 from shared.keys import Keys
 from shared.settings import Settings, SettingsError, load_settings
 from tests.conftest import BINARIES, DEFAULT_KIND
@@ -31,7 +31,7 @@ PASSWORD = "s3cret-pw"
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "relaybus.cli", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -204,7 +204,7 @@ def test_unknown_host_is_one_line_and_exit_1(
         return
     log_path = tmp_path / "gateway.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "gateway"], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "gateway"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=log, cwd="/")
     try:
         poll(lambda: "is unreachable" in log_path.read_text() or proc.poll() is not None, 60)
@@ -334,7 +334,7 @@ def test_read_only_claude_dir_without_sessions_runs(
     env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
                     RELAYBUS_CLAUDE_DIR=str(claude), RELAYBUS_HOST_ID="rohost")
     log_path = tmp_path / "collector.log"
-    argv = [*_read_only(claude), sys.executable, "-m", "shared.cli", "collector"]
+    argv = [*_read_only(claude), sys.executable, "-m", "relaybus.cli", "collector"]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log, cwd="/")
     client = server.client()
@@ -369,7 +369,7 @@ def test_anonymous_gateway_warns_at_start(server: RedisServer, namespace: str, t
                     RELAYBUS_TOKENS="", RELAYBUS_ALLOW_ANONYMOUS="true")
     log_path = tmp_path / "gateway.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "gateway"], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "gateway"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=log, cwd="/")
     try:
         poll(lambda: "RELAYBUS_ALLOW_ANONYMOUS is on" in log_path.read_text() or proc.poll() is not None)
@@ -392,7 +392,7 @@ def test_unreachable_redis_is_retried_then_used(
                     RELAYBUS_NAMESPACE=namespace, RELAYBUS_CLAUDE_DIR=str(claude_dir))
     log_path = tmp_path / "collector.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "collector"], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "collector"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=log, cwd="/")
     try:
         poll(lambda: "is unreachable" in log_path.read_text() or proc.poll() is not None)
@@ -427,7 +427,7 @@ def test_default_claude_dir_missing_is_created_with_a_warning(
     default = tmp_path / "home" / ".claude"
     log_path = tmp_path / "collector.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "shared.cli", "collector"], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "collector"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=log, cwd="/")
     client = server.client()
     try:

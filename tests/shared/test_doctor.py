@@ -48,7 +48,7 @@ def doctor(tmp: Path, *args: str, **env: str) -> Report:
         RELAYBUS_APPROVAL_PORT="0",
     )
     base.update(env)
-    out = subprocess.run([sys.executable, "-m", "shared.cli", "doctor", *args], env=base,
+    out = subprocess.run([sys.executable, "-m", "relaybus.cli", "doctor", *args], env=base,
                          capture_output=True, text=True, timeout=60, cwd="/")
     assert "Traceback" not in out.stderr, out.stderr
     return Report(out.returncode, out.stdout.splitlines())
@@ -151,7 +151,7 @@ def test_hook_missing_installed_and_foreign(tmp_path: Path, claude_dir: Path) ->
     env = {"RELAYBUS_CLAUDE_DIR": str(claude_dir)}
     assert doctor(tmp_path, **env).one("hook").startswith("note  hook      not installed")
     base = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
-    subprocess.run([sys.executable, "-m", "shared.cli", "install-hook"], check=True,
+    subprocess.run([sys.executable, "-m", "relaybus.cli", "install-hook"], check=True,
                    env={**base, **env, "HOME": str(tmp_path), "RELAYBUS_APPROVAL_PORT": "0"},
                    capture_output=True, timeout=60)
     assert doctor(tmp_path, **env).one("hook") == (

@@ -69,7 +69,7 @@ class UpProc:
         )
         self.env.update(env or {})
         self.args = [
-            sys.executable, "-m", "shared.cli", "up",
+            sys.executable, "-m", "relaybus.cli", "up",
             "--claude-dir", str(claude_dir),
             "--gateway-host", "127.0.0.1",
             "--gateway-port", str(self.port),

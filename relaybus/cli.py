@@ -83,7 +83,7 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
         "serve the WebSocket protocol, the web client and /metrics",
     ),
     "up": (
-        "shared.up",
+        "relaybus.up",
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
