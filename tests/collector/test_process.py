@@ -151,7 +151,11 @@ def test_flushall_gets_a_new_epoch_and_recent_history(
     path = transcript(claude_dir, "fl")
     with collector_on(srv, namespace, claude_dir, RELAYBUS_BACKFILL_EVENTS="5") as (client, proc):
         proc.start()
-        append(path, b"".join(user_line("fl", f"line-{i}") for i in range(20)))
+        # The heartbeat comes before the start-up scan: a file it found with 20 lines would
+        # be backfilled (last 5). One line first, seen published, means the scan is done.
+        append(path, user_line("fl", "line-0"))
+        poll(lambda: user_texts(client, keys, "fl"))
+        append(path, b"".join(user_line("fl", f"line-{i}") for i in range(1, 20)))
         poll(lambda: len(user_texts(client, keys, "fl")) == 20)
         old_epoch = client.get(keys.epoch)
         client.flushall()
