@@ -75,6 +75,8 @@ class Connection:
         self.global_buffer: list[Event] | None = []
         #: Reader position when buffering began: the buffer holds every event above it.
         self.buffer_floor = position
+        #: Reader gaps announced while buffering: placed by the merge, after the replay.
+        self.held_gaps: list[Gap] = []
         self.global_mark = 0
         self.watched: set[str] = set()
         self.watch_buffers: dict[str, list[Event]] = {}
@@ -214,6 +216,7 @@ class Connection:
             buf.clear()
         if self.global_buffer is not None:
             self.global_buffer.clear()
+        self.held_gaps.clear()
 
     def _enqueue(self, items: list[Outgoing]) -> None:
         """Direct replies and replays: bounded by their producers (one page at a time,

@@ -24,6 +24,7 @@ from gateway import protocol
 from gateway.connection import Connection
 from gateway.events import Event, from_entry, seq_of
 from gateway.metrics import GatewayMetrics
+from gateway.replay import Gap
 from shared import frames
 from shared.keys import Keys
 from shared.redis_conn import ensure_epoch
@@ -134,15 +135,21 @@ class Hub:
                 m.e2e_latency.observe(max(0.0, now - ev.stamp_ms / 1000))
 
     def reader_gap(self, from_seq: int, to_seq: int) -> None:
-        """The log was trimmed past the reader: tell every welcomed client what it will not
-        get. A connection not welcomed yet (still buffering) sees the hole in its buffer
-        when it is resolved (:func:`gateway.replay.merge`), after its ``welcome``."""
+        """The log was trimmed past the reader: tell every client what it will not get
+        (above what its own replay read from the log).
+
+        A connection still buffering (before hello, or while its resume replays the log)
+        holds the gap; its merge places it after the replay (:func:`gateway.replay.
+        with_held_gaps`), so it never overtakes frames that come before it.
+        """
         log.warning("log reader gap: seqs %d..%d were trimmed before dispatch", from_seq, to_seq)
-        frame = protocol.gap_frame(from_seq, to_seq, READER_GAP)
         for conn in self.connections:
-            if conn.welcomed:
+            if conn.global_buffer is not None:
+                conn.held_gaps.append(Gap(from_seq, to_seq, READER_GAP))
+            elif conn.welcomed and to_seq > conn.global_mark:  # not what its replay read
                 self.metrics.gaps.labels(READER_GAP).inc()
-                conn.send(frame)
+                start = max(from_seq, conn.global_mark + 1)
+                conn.send(protocol.gap_frame(start, to_seq, READER_GAP))
 
     def epoch_changed(self, new_epoch: str, old_position: int) -> None:
         """Redis lost its data: seqs restart; clients must drop what they hold."""

@@ -22,7 +22,7 @@ from gateway.connection import Connection
 from gateway.fanout import Hub
 from gateway.metrics import GatewayMetrics
 from gateway.protocol import CloseCode, ErrorCode, ProtocolError
-from gateway.replay import Gap, Merged, leading_gap, merge
+from gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
 from gateway.sessions import list_hosts, list_sessions, turn_status_frame
 from gateway.wsio import Outgoing
 from shared import __version__
@@ -162,7 +162,7 @@ class Handlers:
         items: list[Outgoing] = []
         if last is None:
             merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
-            self._finish_global(conn, merged, items)
+            self._finish_global(conn, merged, items, conn.buffer_floor)
             return
         page = await history.read_log_page(self.client, self.keys, last, count=1)
         if (epoch is not None and epoch != page.epoch) or last > page.head:
@@ -175,7 +175,7 @@ class Handlers:
         if covered is None:
             return  # closed meanwhile
         merged = merge([], conn.global_buffer or [], floor=covered, holes=False)
-        self._finish_global(conn, merged, items)
+        self._finish_global(conn, merged, items, covered)
 
     async def _replay_log_after(
         self, conn: Connection, floor: int, items: list[Outgoing]
@@ -244,13 +244,15 @@ class Handlers:
         conn.welcomed = True
         if conn.url_last_seq is None:
             merged = merge([], conn.global_buffer, floor=conn.buffer_floor)
-            self._finish_global(conn, merged, [])
+            self._finish_global(conn, merged, [], conn.buffer_floor)
             return
         await self._resume_or_close(conn, conn.url_last_seq, conn.url_epoch, None)
 
-    def _finish_global(self, conn: Connection, merged: Merged, items: list[Outgoing]) -> None:
+    def _finish_global(
+        self, conn: Connection, merged: Merged, items: list[Outgoing], covered: int
+    ) -> None:
         replayed = 0
-        for item in merged.items:
+        for item in with_held_gaps(merged, conn.held_gaps, covered):
             if isinstance(item, Gap):
                 items.append(conn.gap_out(item))
             elif conn.entitled(item):
@@ -259,6 +261,7 @@ class Handlers:
         self.metrics.replayed_events.inc(replayed)
         conn.global_mark = max(merged.last_seq, conn.buffer_floor)
         conn.global_buffer = None
+        conn.held_gaps = []
         self.hub.refresh(conn)
         conn.send_burst(items)
 

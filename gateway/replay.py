@@ -88,6 +88,31 @@ def _ordered(history: Sequence[Event], live: Sequence[Event]) -> list[Event]:
     return events
 
 
+def with_held_gaps(merged: Merged, held: Sequence[Gap], covered: int) -> list[Event | Gap]:
+    """The merged items with the reader gaps announced while the connection was buffering.
+
+    A held gap is kept only above ``covered`` (below it the replay read the log itself) and
+    where the merge did not already report it; it goes before the first event after it.
+    """
+    reported = [g for g in merged.items if isinstance(g, Gap)]
+    pending = [
+        Gap(max(g.from_seq, covered + 1), g.to_seq, g.reason)
+        for g in sorted(held, key=lambda g: g.from_seq)
+        if g.to_seq > covered
+        and not any(r.from_seq <= g.from_seq and g.to_seq <= r.to_seq for r in reported)
+    ]
+    if not pending:
+        return merged.items
+    out: list[Event | Gap] = []
+    for item in merged.items:
+        if not isinstance(item, Gap):
+            while pending and pending[0].to_seq < item.seq:
+                out.append(pending.pop(0))
+        out.append(item)
+    out.extend(pending)
+    return out
+
+
 def leading_gap(after: int, first_seq: int | None, head: int) -> Gap | None:
     """The gap before the first retained entry when a stream was trimmed past ``after``.
 

@@ -15,7 +15,7 @@ from gateway.protocol import (
     accepted_capabilities,
     parse_client_frame,
 )
-from gateway.replay import Gap, leading_gap, merge
+from gateway.replay import Gap, leading_gap, merge, with_held_gaps
 from tests.conftest import make_settings
 from tests.support.gateway_publish import event_prefix
 
@@ -54,6 +54,22 @@ def test_merge_reports_a_hole_above_the_floor() -> None:
     assert m.items[0] == Gap(6, 7, "trimmed") and m.last_seq == 9
     assert all(isinstance(i, Event) for i in merge([], [ev(6)], floor=5).items)
     assert all(isinstance(i, Event) for i in merge([], [ev(8)], floor=5, holes=False).items)
+
+
+def test_held_reader_gaps_follow_the_replay() -> None:
+    """A reader gap announced during a resume: dropped where the replay read the log
+    itself, clipped above it, placed before the first later event, never reported twice."""
+    def shape(items: list[Event | Gap]) -> list[int | Gap]:
+        return [i if isinstance(i, Gap) else i.seq for i in items]
+
+    m = merge([], [ev(12), ev(20)], floor=10, holes=False)
+    items = with_held_gaps(m, [Gap(3, 8, "trimmed"), Gap(9, 11, "trimmed"),
+                               Gap(13, 19, "trimmed")], covered=10)
+    assert shape(items) == [Gap(11, 11, "trimmed"), 12, Gap(13, 19, "trimmed"), 20]
+    tail = with_held_gaps(merge([], [ev(12)], floor=11), [Gap(13, 15, "trimmed")], covered=11)
+    assert shape(tail) == [12, Gap(13, 15, "trimmed")]
+    seen = merge([], [ev(14)], floor=10)  # the merge found the hole itself
+    assert with_held_gaps(seen, [Gap(11, 13, "trimmed")], covered=10) == seen.items
 
 
 def test_leading_gap() -> None:

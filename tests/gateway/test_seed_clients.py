@@ -83,7 +83,9 @@ async def test_bad_last_seq_id_in_url_is_an_error_not_a_resume(
 async def test_hello_ignores_url_resume(gw: RunningGateway, pub: Publisher) -> None:
     """A client that sends hello resumes from hello.lastSeqId only, never from the URL."""
     await pub.start_session("s1")
-    await pub.events("s1", ["a"])
+    a = await pub.events("s1", ["a"])
+    # Connect only once the gateway's reader is past "a", or it would arrive live.
+    await wait_for(lambda: gw.runtime.hub.position >= a.last_seq, timeout_s=10.0)
     async with WsClient(f"{gw.ws}?lastSeqId=0", token="full-token") as c:
         await c.hello([])
         await pub.events("s1", ["b"])
