@@ -1,7 +1,7 @@
 """Shared scaffolding for the benches that run a real collector and gateway.
 
 A private Redis-compatible server, a Claude config dir and a work dir in a temporary folder
-(``scratch``), a real ``python -m collector`` and ``python -m gateway`` on it (``services``),
+(``scratch``), a real ``python -m relaybus.collector`` and ``python -m relaybus.gateway`` on it (``services``),
 and the percentile summary and JSON result the bench scripts write.
 """
 
@@ -24,7 +24,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from shared.keys import Keys  # noqa: E402
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.gateway_client import FULL, WsClient  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402

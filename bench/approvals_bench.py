@@ -1,7 +1,7 @@
 """Approvals benchmark: how long a phone waits, and how long Claude Code waits on the hook.
 
-Runs a private Redis-compatible server, a real ``python -m collector`` (approval endpoint on
-a free port), a real ``python -m gateway`` and a watching WebSocket client, then, per round,
+Runs a private Redis-compatible server, a real ``python -m relaybus.collector`` (approval endpoint on
+a free port), a real ``python -m relaybus.gateway`` and a watching WebSocket client, then, per round,
 ``relaybus hook permission-request`` as Claude Code runs it (a shell command, JSON on stdin):
 
 * hook -> request: hook started -> ``permission_request`` reaches the watching client;

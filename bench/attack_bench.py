@@ -1,6 +1,6 @@
 """Issue 12's done-when figure: the gateway under replay, ping-flood and slowloris attacks at once.
 
-A real ``python -m gateway`` on a private Redis. A separate attacker process keeps, for the
+A real ``python -m relaybus.gateway`` on a private Redis. A separate attacker process keeps, for the
 whole run:
 
 * replay: a read-only client that never reads sends 40 ``watch_session{sinceSeqId:0}`` on a
@@ -31,7 +31,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from _rig import REPO, header, scratch, summary, write_result
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc

@@ -1,6 +1,6 @@
 """Collector benchmark: publish throughput, append latency, and a bare XADD baseline.
 
-Runs a real ``python -m collector`` against a private Redis-compatible server:
+Runs a real ``python -m relaybus.collector`` against a private Redis-compatible server:
 
 * throughput — the fixture transcripts (a realistic mix of record types and sizes),
   repeated to ``--lines`` lines, dropped into the claude dir at once; lines/s from the

@@ -1,7 +1,7 @@
 """Command benchmark: the routed round trip and the prompt-to-event latency.
 
-Runs a private Redis-compatible server, a real ``python -m collector`` (prompts allowed,
-the stand-in CLI from ``tests/support/fake_claude.py``) and a real ``python -m gateway``,
+Runs a private Redis-compatible server, a real ``python -m relaybus.collector`` (prompts allowed,
+the stand-in CLI from ``tests/support/fake_claude.py``) and a real ``python -m relaybus.gateway``,
 and a WebSocket client:
 
 * round trip — ``interrupt_request`` on an idle session, answered ``no_active_turn`` by the

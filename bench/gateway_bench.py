@@ -1,7 +1,7 @@
 """Gateway benchmark: end-to-end latency vs a bare-pipeline floor, fan-out, replay, memory.
 
-Real processes on loopback: a private redis-server, ``python -m collector``,
-``python -m gateway``, and client processes (``bench/gateway_workers.py``):
+Real processes on loopback: a private redis-server, ``python -m relaybus.collector``,
+``python -m relaybus.gateway``, and client processes (``bench/gateway_workers.py``):
 
 1. latency — one JSONL line every 10 ms (100 lines/s) appended to a transcript; time from
    ``write()`` to the frame received by each of 1, 20 and 100 watching clients, p50/p99;
@@ -38,7 +38,7 @@ from websockets.asyncio.client import connect
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from shared.keys import Keys  # noqa: E402
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import transcript, user_line  # noqa: E402
 from tests.support.gateway_publish import Publisher  # noqa: E402

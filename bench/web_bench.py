@@ -1,6 +1,6 @@
 """Web client benchmark: session-list first paint and chat open, in headless Chromium.
 
-Runs a private Redis-compatible server, a real ``python -m collector`` and ``python -m
+Runs a private Redis-compatible server, a real ``python -m relaybus.collector`` and ``python -m
 gateway`` on loopback, with ``--sessions`` sessions of ``--events`` events each, then:
 
 * list first paint — navigation start to the ``relaybus:list-painted`` mark (the first

@@ -1,4 +1,4 @@
-"""The collector's side of the approval socket (see ``shared.approval_socket``).
+"""The collector's side of the approval socket (see ``relaybus.shared.approval_socket``).
 
 :func:`listen` binds the socket in a private directory, refusing loudly — approvals off,
 never the endpoint left to someone else — when the directory is not ours alone, the path
@@ -18,8 +18,8 @@ import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from shared import approval_socket
-from shared.settings import Settings
+from relaybus.shared import approval_socket
+from relaybus.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Permission requests from Claude Code's hook, held while someone can answer from a phone.
 
 ``relaybus hook permission-request`` POSTs the hook's JSON to the approval socket, a Unix
-socket in a directory only this user can enter (``collector.approval_endpoint``).
+socket in a directory only this user can enter (``relaybus.collector.approval_endpoint``).
 The request is held only when a client with a full-access token watches the session
 (``RELAYBUS_APPROVAL_MODE=always``: regardless) and the session is known; otherwise the
 answer is "no decision" at once and Claude Code shows its own prompt. A held request is
@@ -18,7 +18,7 @@ for the approval timeout, so a late decision without a ``requestKey`` is
 "no decision".
 
 Session state is written only by the engine task: events are queued here and the engine
-applies them with :meth:`Approvals.apply` (as ``collector.drivers.notices`` does).
+applies them with :meth:`Approvals.apply` (as ``relaybus.collector.drivers.notices`` does).
 """
 
 from __future__ import annotations
@@ -41,20 +41,21 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Counter
 from redis.exceptions import RedisError
 
-from collector import approval_endpoint as endpoint
-from collector.sessions import turn_event, turn_hash
-from collector.tailer import open_regular
-from shared import approvals as ap
-from shared import frames, projection
-from shared.appendlog import OutEvent
-from shared.commands import INVALID, Command, Reply
-from shared.ids import valid_session_id
-from shared.keys import Keys
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector import approval_endpoint as endpoint
+from relaybus.collector.sessions import turn_event, turn_hash
+from relaybus.collector.tailer import open_regular
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript import projection
+from relaybus.shared.wire import approvals as ap
+from relaybus.shared.wire import frames
+from relaybus.shared.wire.commands import INVALID, Command, Reply
+from relaybus.shared.wire.ids import valid_session_id
 
 if TYPE_CHECKING:
-    from collector.engine import Engine
+    from relaybus.collector.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +362,7 @@ class Approvals:
         held.decided.set_result((str(decision), message if isinstance(message, str) else None))
         return Reply(cmd.id, True, data={"requestKey": key, "decision": decision})
 
-    # --- what the engine sees (``collector.engine.SessionObserver``) -----------------------
+    # --- what the engine sees (``relaybus.collector.engine.SessionObserver``) -----------------------
 
     def live_status(self, sid: str, status: str | None) -> None:
         """Claude Code's own dialog: ``waiting`` while it shows, anything else once answered."""

@@ -3,8 +3,8 @@
 :class:`FileSync` owns the file cursors. For each file it reads complete lines from the
 committed offset, projects them, plans the session events and appends them atomically
 with the new offset; the next batch is prepared while Redis runs the previous one.
-Refusals (:class:`~shared.appendlog.EpochChanged`) and connection errors propagate to the
-driver; an :class:`~shared.appendlog.OffsetConflict` is settled here by adopting the
+Refusals (:class:`~relaybus.shared.store.appendlog.EpochChanged`) and connection errors propagate to the
+driver; an :class:`~relaybus.shared.store.appendlog.OffsetConflict` is settled here by adopting the
 committed offset, so nothing is published twice.
 """
 
@@ -22,18 +22,24 @@ from typing import TYPE_CHECKING
 
 import redis.exceptions
 
-from collector import backfill, history
-from collector.metrics import CollectorMetrics
-from collector.paths import TranscriptPath, classify, parent_tool_use_id
-from collector.publisher import Publisher, now_ms
-from collector.sessions import BatchPlan, LineFacts, Projection, SessionState
-from collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
-from shared.appendlog import AppendBatch, Appended, EpochChanged, OffsetConflict, OutEvent
-from shared.ids import valid_session_id
-from shared.settings import Settings
+from relaybus.collector import backfill, history
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.paths import TranscriptPath, classify, parent_tool_use_id
+from relaybus.collector.publisher import Publisher, now_ms
+from relaybus.collector.sessions import BatchPlan, LineFacts, Projection, SessionState
+from relaybus.collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import (
+    AppendBatch,
+    Appended,
+    EpochChanged,
+    OffsetConflict,
+    OutEvent,
+)
+from relaybus.shared.wire.ids import valid_session_id
 
 if TYPE_CHECKING:
-    from collector.engine import SessionObserver
+    from relaybus.collector.engine import SessionObserver
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +263,7 @@ class FileSync:
         )
 
     async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
-        """Commit the offset at the file's end; list the session (``collector.history``)."""
+        """Commit the offset at the file's end; list the session (``relaybus.collector.history``)."""
         tail, key, ident = entry.tail, entry.tp.key, entry.tail.identity
         listed, activity = await history.listing(self, entry, end, mtime)
         value = backfill.offset_value(end, ident.dev, ident.ino)

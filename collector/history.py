@@ -26,15 +26,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from collector import backfill
-from collector.tailer import FileTail, Line
-from shared import commands as c
-from shared.appendlog import AppendBatch, OutEvent
-from shared.commands import Command, Reply
+from relaybus.collector import backfill
+from relaybus.collector.tailer import FileTail, Line
+from relaybus.shared.store.appendlog import AppendBatch, OutEvent
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, Reply
 
 if TYPE_CHECKING:
-    from collector.engine import Engine
-    from collector.files import FileEntry, FileSync
+    from relaybus.collector.engine import Engine
+    from relaybus.collector.files import FileEntry, FileSync
 
 log = logging.getLogger(__name__)
 

@@ -17,22 +17,22 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from prometheus_client import CollectorRegistry
 
-from collector.approvals import Approvals
-from collector.commands import CollectorCommands
-from collector.engine import Engine
-from collector.heartbeat import beat, capabilities_of
-from collector.history import HistoryRequests
-from collector.metrics import CollectorMetrics, metrics_server
-from collector.publisher import Publisher
-from collector.watcher import Wake, rescan, watch
-from shared import projection
-from shared.appendlog import EpochChanged
-from shared.approvals import PERMISSION_DECISION
-from shared.commands import LOAD_HISTORY
-from shared.keys import Keys
-from shared.preflight import StartupError, collector_dirs
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector.approvals import Approvals
+from relaybus.collector.commands import CollectorCommands
+from relaybus.collector.engine import Engine
+from relaybus.collector.heartbeat import beat, capabilities_of
+from relaybus.collector.history import HistoryRequests
+from relaybus.collector.metrics import CollectorMetrics, metrics_server
+from relaybus.collector.publisher import Publisher
+from relaybus.collector.watcher import Wake, rescan, watch
+from relaybus.shared.preflight import StartupError, collector_dirs
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import EpochChanged
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript import projection
+from relaybus.shared.wire.approvals import PERMISSION_DECISION
+from relaybus.shared.wire.commands import LOAD_HISTORY
 
 log = logging.getLogger(__name__)
 

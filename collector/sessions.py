@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from collector.turns import IDLE, WORKING, TurnChange, TurnTracker
-from shared import frames
-from shared.appendlog import OutEvent
+from relaybus.collector.turns import IDLE, WORKING, TurnChange, TurnTracker
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire import frames
 
 #: Rank of "the first real user prompt": only the first one counts. Candidates of this
 #: rank or below (a ``/command args`` line is 0) are the session's ``firstPrompt``, never
@@ -35,7 +35,7 @@ COMPACTION_AGENT_PREFIX = "acompact"
 
 
 class LineFacts(Protocol):
-    """What the collector reads from a projected line (``shared.projection.Projected``)."""
+    """What the collector reads from a projected line (``relaybus.shared.transcript.projection.Projected``)."""
 
     @property
     def publish(self) -> bool: ...
@@ -68,7 +68,7 @@ class LineFacts(Protocol):
 
 
 class Projection(Protocol):
-    """The projection module's interface (``shared.projection``)."""
+    """The projection module's interface (``relaybus.shared.transcript.projection``)."""
 
     def project_line(
         self, raw: bytes, *, data_max_bytes: int = ..., text_max_chars: int = ...

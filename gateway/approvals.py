@@ -2,7 +2,7 @@
 
 A collector holds a permission request only while some client could answer it, so each
 gateway publishes how many full-access clients watch each session
-(``{ns}:session:<sid>:watchers``, field = gatewayId, see :mod:`shared.approvals`): at
+(``{ns}:session:<sid>:watchers``, field = gatewayId, see :mod:`relaybus.shared.wire.approvals`): at
 once on watch/unwatch, and from a periodic pass that also notices disconnects and
 refreshes the stamps, so the counts of a gateway that died stop counting by themselves.
 
@@ -28,17 +28,17 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from gateway import protocol
-from gateway.auth import Access
-from gateway.connection import Connection
-from gateway.fanout import Hub
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import ErrorCode, ProtocolError
-from gateway.tasks import cancel_and_wait
-from shared import approvals as ap
-from shared import commands as c
-from shared.commands import Command
-from shared.keys import Keys
+from relaybus.gateway import protocol
+from relaybus.gateway.auth import Access
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import ErrorCode, ProtocolError
+from relaybus.gateway.tasks import cancel_and_wait
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command
 
 log = logging.getLogger(__name__)
 

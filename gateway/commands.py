@@ -26,15 +26,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway import protocol
-from gateway.connection import Connection
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import ErrorCode, ProtocolError
-from gateway.tasks import cancel_and_wait
-from shared import commands as c
-from shared.commands import Command, EnvelopeError, Reply
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.gateway import protocol
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import ErrorCode, ProtocolError
+from relaybus.gateway.tasks import cancel_and_wait
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ReplyReader:
     """The process's one reader of its reply stream; futures are resolved by command id."""
 
     def __init__(self, client: aioredis.Redis, stream: str, *, block_ms: int = 1000) -> None:
-        """``client`` must allow reads of ``block_ms`` (``shared.redis_conn.connect(block_ms=…)``)."""
+        """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``)."""
         self._client = client
         self._stream = stream
         self._block_ms = block_ms
@@ -128,7 +128,7 @@ class ReplyReader:
 
 
 class GatewayCommands:
-    """The gateway's command router (``gateway.handlers.CommandRouter``)."""
+    """The gateway's command router (``relaybus.gateway.handlers.CommandRouter``)."""
 
     def __init__(
         self,
@@ -306,7 +306,7 @@ class GatewayCommands:
         return c.client_frame(cmd, reply), outcome, cmd.id
 
     async def load_history(self, sid: str, host: str) -> bool:
-        """Ask ``host`` to publish ``sid``'s history (``collector.history``); True once it did.
+        """Ask ``host`` to publish ``sid``'s history (``relaybus.collector.history``); True once it did.
 
         Concurrent watches of one session on this gateway share one command; the collector
         publishes a history at most once whoever asks.

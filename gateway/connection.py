@@ -7,7 +7,7 @@ drained by the connection's own task. A connection more than ``queue_max`` live 
 behind, or holding more than ``budget_bytes`` unwritten, when the next batch arrives is
 cut off with close code 4008 (slow consumer) and resumes later with its ``lastSeqId``.
 While a replay is being read, live events for that stream are buffered and merged
-afterwards (:mod:`gateway.replay`).
+afterwards (:mod:`relaybus.gateway.replay`).
 
 Replays and resumes share the same byte budget: their producers queue one page at a
 time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
@@ -24,14 +24,14 @@ from typing import Any
 
 from starlette.websockets import WebSocketDisconnect
 
-from gateway import protocol
-from gateway.auth import Access
-from gateway.events import Event
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode
-from gateway.replay import Gap
-from gateway.wsio import FrameSink, Outgoing, WriteTimeout
-from shared import frames
+from relaybus.gateway import protocol
+from relaybus.gateway.auth import Access
+from relaybus.gateway.events import Event
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode
+from relaybus.gateway.replay import Gap
+from relaybus.gateway.wsio import FrameSink, Outgoing, WriteTimeout
+from relaybus.shared.wire import frames
 
 log = logging.getLogger(__name__)
 

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway import protocol
-from gateway.auth import TokenTable, token_from_request
-from gateway.connection import Connection
-from gateway.fanout import Hub
-from gateway.handlers import Handlers
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode, ErrorCode, ProtocolError
-from gateway.web_security import OriginPolicy
-from gateway.wsio import AsgiSink, FrameSink
+from relaybus.gateway import protocol
+from relaybus.gateway.auth import TokenTable, token_from_request
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.handlers import Handlers
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from relaybus.gateway.web_security import OriginPolicy
+from relaybus.gateway.wsio import AsgiSink, FrameSink
 
 log = logging.getLogger(__name__)
 

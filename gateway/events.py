@@ -12,7 +12,7 @@ import struct
 
 import orjson
 
-from shared import frames
+from relaybus.shared.wire import frames
 
 #: Log kinds that belong to one session's stream (delivered per watch).
 SESSION_KINDS = frames.SESSION_KINDS

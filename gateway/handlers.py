@@ -1,7 +1,7 @@
 """What each client message does. One :class:`Handlers` per process, stateless per call.
 
 Replays follow DESIGN §8: the connection is subscribed (buffering) *before* history is
-read; the merge in :mod:`gateway.replay` then yields every event once, in order, and the
+read; the merge in :mod:`relaybus.gateway.replay` then yields every event once, in order, and the
 whole replay is queued as one burst. Commands go to a :class:`CommandRouter`; until the
 command issue lands, :class:`NotImplementedCommands` answers them with an error.
 """
@@ -15,19 +15,19 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from gateway import history, protocol
-from gateway.approvals import GatewayApprovals
-from gateway.auth import Access
-from gateway.connection import Connection
-from gateway.fanout import Hub
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode, ErrorCode, ProtocolError
-from gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
-from gateway.sessions import list_hosts, list_sessions, turn_status_frame
-from gateway.wsio import Outgoing
-from shared import __version__
-from shared.commands import reservation_key
-from shared.keys import Keys
+from relaybus.gateway import history, protocol
+from relaybus.gateway.approvals import GatewayApprovals
+from relaybus.gateway.auth import Access
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
+from relaybus.gateway.sessions import list_hosts, list_sessions, turn_status_frame
+from relaybus.gateway.wsio import Outgoing
+from relaybus.shared import __version__
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import reservation_key
 
 log = logging.getLogger(__name__)
 

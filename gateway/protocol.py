@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from shared.ids import SESSION_ID_PATTERN
+from relaybus.shared.wire.ids import SESSION_ID_PATTERN
 
 #: Capabilities this server understands; ``welcome`` echoes the intersection.
 SESSION_SUBSCRIPTIONS = "session_subscriptions"

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from shared.commands import host_capabilities
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import host_capabilities
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
 LIST_LIMIT = 1000

@@ -1,6 +1,6 @@
 """The ``relaybus`` console script.
 
-Every option is generated from :class:`shared.settings.Settings`, so ``--help`` always
+Every option is generated from :class:`relaybus.shared.settings.Settings`, so ``--help`` always
 documents every variable: ``--redis-url`` is ``RELAYBUS_REDIS_URL``. A flag given on the
 command line wins over the environment and ``.env``.
 """
@@ -13,13 +13,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared import __version__, hookcli
+from relaybus import hookcli
+from relaybus.shared import __version__
 
 if TYPE_CHECKING:
-    from shared.settings import Settings
+    from relaybus.shared.settings import Settings
 
-# shared.settings (pydantic) is imported inside the functions that need it: the hook
-# subcommands (shared.hookcli), which Claude Code runs on every permission prompt, start
+# relaybus.shared.settings (pydantic) is imported inside the functions that need it: the hook
+# subcommands (relaybus.hookcli), which Claude Code runs on every permission prompt, start
 # without it.
 
 SHARED_FIELDS = [
@@ -73,12 +74,12 @@ GATEWAY_FIELDS = [
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
 COMMANDS: dict[str, tuple[str, list[str], str]] = {
     "collector": (
-        "collector.main",
+        "relaybus.collector.main",
         SHARED_FIELDS + COLLECTOR_FIELDS,
         "tail this machine's Claude Code transcripts into the Redis log",
     ),
     "gateway": (
-        "gateway.main",
+        "relaybus.gateway.main",
         SHARED_FIELDS + GATEWAY_FIELDS,
         "serve the WebSocket protocol, the web client and /metrics",
     ),
@@ -88,7 +89,7 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
     "doctor": (
-        "shared.doctor",
+        "relaybus.doctor",
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
     ),
@@ -96,7 +97,7 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
 
 
 def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
-    from shared.settings import Settings
+    from relaybus.shared.settings import Settings
 
     for name in fields:
         info = Settings.model_fields[name]
@@ -126,14 +127,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=summary, description=summary)
         _add_setting_options(p, fields)
-    if only is None:  # listed for --help; they parse their own arguments (shared.hookcli)
+    if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in hookcli.SUBCOMMANDS.items():
             sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    from shared.settings import Settings, load_settings
+    from relaybus.shared.settings import Settings, load_settings
 
     overrides: dict[str, Any] = {
         k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None
@@ -142,7 +143,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run_command(command: str, argv: Sequence[str]) -> int:
-    """Entry for ``python -m collector`` / ``python -m gateway``: one subcommand's options."""
+    """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
     parser = build_parser(only=command)
     parser.prog = f"python -m {command}"
     return _dispatch(parser, [command, *argv])
@@ -156,8 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
-    from shared.logsetup import configure_logging
-    from shared.settings import SettingsError
+    from relaybus.logsetup import configure_logging
+    from relaybus.shared.settings import SettingsError
 
     args = parser.parse_args(argv)
     if not args.command:

@@ -13,7 +13,7 @@ import os
 import socket
 from pathlib import Path
 
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

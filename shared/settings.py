@@ -30,7 +30,7 @@ def check_redis_url(url: str) -> None:
     """Raise ``ValueError`` (one line, no password) unless ``url`` is a usable Redis URL.
 
     The syntax only: whether the server knows the password or has the database is
-    learnt by connecting (``shared.redis_conn.probe``).
+    learnt by connecting (``relaybus.shared.store.connection.probe``).
     """
     parts = urlsplit(url)
     if parts.scheme not in _REDIS_SCHEMES:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.support.servers import RedisServer, server_binaries
 
 BINARIES = server_binaries()

@@ -20,14 +20,14 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from collector.drivers import DriverError, TurnHooks, release_session_order
-from collector.drivers.headless import HeadlessDriver
-from collector.drivers.live import find_live
-from collector.drivers.tmux import TmuxDriver
-from shared import commands as c
-from shared.commands import Command, Reply
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.collector.drivers import DriverError, TurnHooks, release_session_order
+from relaybus.collector.drivers.headless import HeadlessDriver
+from relaybus.collector.drivers.live import find_live
+from relaybus.collector.drivers.tmux import TmuxDriver
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, Reply
 
 log = logging.getLogger(__name__)
 

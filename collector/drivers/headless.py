@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collector.drivers import DriverError, TurnHooks
-from shared.commands import BRIDGE_ERROR, BUSY, PROMPT_FAILED
-from shared.ids import valid_session_id
-from shared.settings import Settings
+from relaybus.collector.drivers import DriverError, TurnHooks
+from relaybus.shared.settings import Settings
+from relaybus.shared.wire.commands import BRIDGE_ERROR, BUSY, PROMPT_FAILED
+from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from collector.drivers import DriverError
-from collector.drivers.live import ancestors, environ
-from shared.commands import BRIDGE_ERROR, INVALID
+from relaybus.collector.drivers import DriverError
+from relaybus.collector.drivers.live import ancestors, environ
+from relaybus.shared.wire.commands import BRIDGE_ERROR, INVALID
 
 log = logging.getLogger(__name__)
 

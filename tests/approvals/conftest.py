@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.approvals import HookRun, HookStarter, start_hook
 from tests.support.collector_proc import CollectorProc

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.approvals.conftest import Machine, published
 from tests.support.approvals import (
     HookStarter,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shared.approvals import (
+from relaybus.shared.wire.approvals import (
     PREVIEW_FILE_MAX_BYTES,
     edit_preview,
     live_watchers,

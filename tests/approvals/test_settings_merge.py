@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared import claude_settings as cs
+from relaybus import claude_settings as cs
 from tests.support.approvals import RELAYBUS
 
 CMD = "/opt/relaybus/bin/relaybus hook permission-request"

@@ -6,8 +6,8 @@ import time
 
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.conftest import make_settings
 from tests.support.commands_env import wait_for
 from tests.support.gateway_client import FULL, WsClient

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared import projection
+from relaybus.shared.transcript import projection
 from tests.conftest import FIXTURES, make_settings
 from tests.support.collector_records import append, assistant_line, transcript, user_line
 from tests.support.collector_rig import Rig, RigFactory

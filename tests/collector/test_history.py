@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collector.history import HistoryRequests
-from shared import commands as c
-from shared.commands import Command
+from relaybus.collector.history import HistoryRequests
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command
 from tests.support.collector_records import (
     append,
     assistant_line,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import (
     append,

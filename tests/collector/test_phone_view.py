@@ -42,7 +42,7 @@ async def test_backfill_of_a_real_run_publishes_content_task_first_subagent_by_i
     sub-agent, whose events name their agent and the Agent call that started it."""
     copy_print_run(claude_dir)
     rig = make_rig(backfill_events=1000)
-    with caplog.at_level(logging.INFO, logger="collector.metrics"):
+    with caplog.at_level(logging.INFO, logger="relaybus.collector.metrics"):
         await rig.engine.start()
     frames = await rig.events(PRINT_SID)
     assert frames and all(f["event"]["blocks"] for f in frames)

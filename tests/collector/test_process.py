@@ -16,7 +16,7 @@ import httpx
 import orjson
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import (
     append,

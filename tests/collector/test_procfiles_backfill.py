@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from collector import backfill, procfiles
+from relaybus.collector import backfill, procfiles
 
 
 def test_process_file_parses_known_fields_and_tolerates_the_rest() -> None:

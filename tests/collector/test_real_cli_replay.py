@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import redis
 
-from collector import backfill
-from shared.keys import Keys
+from relaybus.collector import backfill
+from relaybus.shared.store.keys import Keys
 from tests.support.cli_replay import DATA, Replay, timeline, write_transcript_live
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import frames_of, poll

@@ -6,9 +6,9 @@ import time
 
 import orjson
 
-from collector.sessions import BatchPlan, SessionState, end_events
-from shared import projection
-from shared.appendlog import OutEvent
+from relaybus.collector.sessions import BatchPlan, SessionState, end_events
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.transcript import projection
 from tests.support.collector_records import (
     assistant_line,
     assistant_message,

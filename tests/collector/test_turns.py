@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.turns import LIVE_IDLE_GRACE_MS, TurnChange, TurnTracker
+from relaybus.collector.turns import LIVE_IDLE_GRACE_MS, TurnChange, TurnTracker
 
 
 def test_transcript_drives_turns_without_duplicates() -> None:

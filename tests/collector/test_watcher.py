@@ -7,7 +7,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from collector.watcher import Wake, rescan, watch, watched_dirs
+from relaybus.collector.watcher import Wake, rescan, watch, watched_dirs
 from tests.support.collector_records import append, transcript, user_line
 
 

@@ -17,13 +17,13 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from collector.commands import CommandConsumer
-from collector.drivers.control import Controller
-from collector.metrics import CollectorMetrics
-from shared import commands as c
-from shared.commands import Command, Reply
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.collector.commands import CommandConsumer
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, Reply
 from tests.conftest import make_settings
 from tests.support.commands_env import RecordingHooks, texts, wait_for
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path

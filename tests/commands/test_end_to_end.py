@@ -17,8 +17,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.collector_proc import CollectorProc
 from tests.support.commands_env import TmuxServer, texts, wait_for

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared import commands as c
-from shared.commands import Command, EnvelopeError, Reply
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 
 
 def _cmd(type_: str = c.PROMPT, **kw: object) -> Command:

@@ -12,13 +12,13 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from collector.commands import CommandConsumer
-from collector.drivers.control import Controller
-from collector.metrics import CollectorMetrics
-from shared import commands as c
-from shared.keys import Keys
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector.commands import CommandConsumer
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
 from tests.conftest import make_settings
 from tests.support.commands_env import RecordingHooks, texts, wait_for
 from tests.support.fake_claude import Transcript, transcript_path

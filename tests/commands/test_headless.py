@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.drivers import DriverError
-from collector.drivers.headless import HeadlessDriver
+from relaybus.collector.drivers import DriverError
+from relaybus.collector.drivers.headless import HeadlessDriver
 from tests.conftest import make_settings
 from tests.support.commands_env import RecordingHooks, texts, wait_for
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from collector.drivers.notices import TraceMap
-from shared import frames
-from shared.appendlog import OutEvent
+from relaybus.collector.drivers.notices import TraceMap
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire import frames
 
 
 class Clock:

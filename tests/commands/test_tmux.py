@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from collector.drivers.control import Controller
-from collector.drivers.live import find_live
-from collector.drivers.tmux import TmuxDriver
-from shared import commands as c
-from shared.commands import Command
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.drivers.live import find_live
+from relaybus.collector.drivers.tmux import TmuxDriver
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command
 from tests.conftest import make_settings
 from tests.support.commands_env import RecordingHooks, TmuxServer, texts, wait_for
 from tests.support.fake_claude import INTERRUPTED, REPO, transcript_path

@@ -11,7 +11,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
 from tests.support.deploy_files import (
     COMPOSE,
     DEPLOY,

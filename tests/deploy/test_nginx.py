@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.deploy_clients import ResumingClient, stop_clients

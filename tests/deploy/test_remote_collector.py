@@ -15,7 +15,7 @@ import pytest
 import redis
 import yaml
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, poll, transcript, user_line

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import poll
 from tests.support.deploy_files import DEPLOY
 from tests.support.servers import RedisServer

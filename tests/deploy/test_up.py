@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.lan import lan_address
+from relaybus.lan import lan_address
 from tests.conftest import BINARIES, DEFAULT_KIND
 from tests.support.collector_records import append, poll, transcript, user_line
 from tests.support.commands_env import wait_for

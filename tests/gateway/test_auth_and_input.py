@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from gateway.auth import AuthConfigError, TokenTable
-from gateway.main import run
-from shared.settings import Settings
+from relaybus.gateway.auth import AuthConfigError, TokenTable
+from relaybus.gateway.main import run
+from relaybus.shared.settings import Settings
 from tests.conftest import make_settings
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher

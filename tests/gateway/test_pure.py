@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
-from gateway.events import Event, from_entry, ws_text_frame
-from gateway.protocol import (
+from relaybus.gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
+from relaybus.gateway.events import Event, from_entry, ws_text_frame
+from relaybus.gateway.protocol import (
     ErrorCode,
     Hello,
     ProtocolError,
@@ -15,7 +15,7 @@ from gateway.protocol import (
     accepted_capabilities,
     parse_client_frame,
 )
-from gateway.replay import Gap, leading_gap, merge, with_held_gaps
+from relaybus.gateway.replay import Gap, leading_gap, merge, with_held_gaps
 from tests.conftest import make_settings
 from tests.support.gateway_publish import event_prefix
 

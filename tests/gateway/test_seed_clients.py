@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.support.commands_env import wait_for
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher

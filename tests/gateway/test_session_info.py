@@ -3,8 +3,8 @@ changes announced with session_updated."""
 
 from __future__ import annotations
 
-from shared import frames
-from shared.appendlog import AppendBatch, OutEvent
+from relaybus.shared.store.appendlog import AppendBatch, OutEvent
+from relaybus.shared.wire import frames
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher, now_ms
 from tests.support.gateway_server import RunningGateway

@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from shared.projection import project_line
+from relaybus.shared.transcript.projection import project_line
 
 Report = dict[str, Any]
 Frame = dict[str, Any]

@@ -6,10 +6,16 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared import frames
-from shared.appendlog import AppendBatch, EpochChanged, LogAppender, OffsetConflict, OutEvent
-from shared.keys import Keys
-from shared.redis_conn import ensure_epoch
+from relaybus.shared.store.appendlog import (
+    AppendBatch,
+    EpochChanged,
+    LogAppender,
+    OffsetConflict,
+    OutEvent,
+)
+from relaybus.shared.store.connection import ensure_epoch
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import frames
 from tests.support.servers import RedisServer
 
 

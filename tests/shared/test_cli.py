@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from relaybus.cli import COMMANDS, build_parser, settings_from_args
-from shared.keys import Keys
-from shared.settings import Settings, SettingsError, load_settings
+from relaybus.shared.settings import Settings, SettingsError, load_settings
+from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES, DEFAULT_KIND
 from tests.support.collector_records import append, poll, transcript, user_line
 from tests.support.servers import RedisServer, free_port

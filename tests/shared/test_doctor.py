@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.lan import lan_address
+from relaybus.lan import lan_address
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.servers import RedisServer, free_port
 

@@ -6,7 +6,7 @@ import logging
 
 import orjson
 
-from shared.logsetup import JsonFormatter, RedactTokens
+from relaybus.logsetup import JsonFormatter, RedactTokens
 
 
 def test_query_tokens_are_redacted() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.projection import RULES, Projected, oversize_line, project_line
+from relaybus.shared.transcript.projection import RULES, Projected, oversize_line, project_line
 
 SID = "5e551011-0000-4000-8000-000000000001"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from shared.projection import project_line
+from relaybus.shared.transcript.projection import project_line
 
 
 def _line(rtype: str, content: Any, **fields: Any) -> bytes:

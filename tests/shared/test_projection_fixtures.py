@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from shared.projection import Projected, project_line
+from relaybus.shared.transcript.projection import Projected, project_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
 FILES = sorted(FIXTURES.glob("*.jsonl"))

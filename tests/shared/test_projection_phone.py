@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.projection import Projected, project_line
+from relaybus.shared.transcript.projection import Projected, project_line
 from tests.shared.test_projection import assistant, encoded, line, user
 
 CLI = Path(__file__).resolve().parents[1] / "data" / "claude-cli-2.1.332"

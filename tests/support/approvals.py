@@ -19,8 +19,8 @@ from typing import Any, cast
 import orjson
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.support.collector_records import Entries
 from tests.support.fake_claude import Transcript, transcript_path
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 import orjson
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 
 T = TypeVar("T")
 #: What ``XRANGE`` returns to a client without ``decode_responses``.

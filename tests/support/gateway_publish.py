@@ -10,10 +10,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shared import frames
-from shared.appendlog import AppendBatch, Appended, EpochChanged, LogAppender, OutEvent
-from shared.keys import Keys
-from shared.redis_conn import ensure_epoch
+from relaybus.shared.store.appendlog import (
+    AppendBatch,
+    Appended,
+    EpochChanged,
+    LogAppender,
+    OutEvent,
+)
+from relaybus.shared.store.connection import ensure_epoch
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import frames
 
 
 def now_ms() -> int:

@@ -1,4 +1,4 @@
-"""Gateways for tests: in-process uvicorn on a free port, or ``python -m gateway`` processes."""
+"""Gateways for tests: in-process uvicorn on a free port, or ``python -m relaybus.gateway`` processes."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from gateway.app import create_app
-from gateway.main import _Server, uvicorn_config
-from gateway.runtime import Runtime
-from shared.settings import Settings
+from relaybus.gateway.app import create_app
+from relaybus.gateway.main import _Server, uvicorn_config
+from relaybus.gateway.runtime import Runtime
+from relaybus.shared.settings import Settings
 from tests.support.procs import ManagedProcess, http_ok
 from tests.support.servers import free_port
 
@@ -86,7 +86,7 @@ async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterato
 
 
 class GatewayProc(ManagedProcess, _LoopbackUrls):
-    """``python -m gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
+    """``python -m relaybus.gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
 
     name = "gateway"
 
@@ -104,7 +104,7 @@ class GatewayProc(ManagedProcess, _LoopbackUrls):
         self.env.update(env or {})
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
-        self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env)
+        self.spawn([sys.executable, "-m", "relaybus.gateway"], cwd=REPO, env=self.env)
         try:
             self.wait_until(lambda: http_ok(f"{self.http}/readyz"), timeout_s)
         except TimeoutError:

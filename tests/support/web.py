@@ -36,7 +36,7 @@ CHROMIUM_ARGS = [
 
 
 class GatewayProc(ManagedProcess):
-    """``python -m gateway`` on a fixed loopback port (kept across restarts)."""
+    """``python -m relaybus.gateway`` on a fixed loopback port (kept across restarts)."""
 
     name = "gateway"
 
@@ -67,7 +67,7 @@ class GatewayProc(ManagedProcess):
         return env
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
-        self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env())
+        self.spawn([sys.executable, "-m", "relaybus.gateway"], cwd=REPO, env=self.env())
         self.wait_until(lambda: http_ok(f"{self.url}readyz"), timeout_s)
         return self
 

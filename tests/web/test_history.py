@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.commands import reservation_key
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import reservation_key
 from tests.support import web as w
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import poll, transcript

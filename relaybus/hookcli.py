@@ -2,7 +2,7 @@
 
 The hook is what Claude Code runs when it would ask the user for a permission: the
 request (JSON on stdin) goes to this machine's collector over its approval socket (a Unix
-socket in a directory only this user can enter, see ``shared.approval_socket``), which
+socket in a directory only this user can enter, see ``relaybus.shared.approval_socket``), which
 holds it while someone can answer from a phone. It prints Claude Code's answer
 (``{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {...}}}``)
 or nothing — no decision, and Claude Code shows its own prompt. Nothing is sent to, and
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared import approval_socket
+from relaybus.shared import approval_socket
 
 DEFAULT_PORT = 9465
 DEFAULT_TIMEOUT_S = 120.0
@@ -181,8 +181,8 @@ def wanted_command(
 
 
 def install_hook(argv: Sequence[str]) -> int:
-    from shared import claude_settings  # json/file work only; kept off the hook's path
-    from shared.settings import SettingsError, load_settings
+    from relaybus import claude_settings  # json/file work only; kept off the hook's path
+    from relaybus.shared.settings import SettingsError, load_settings
 
     parser = argparse.ArgumentParser(prog="relaybus install-hook", description=SUBCOMMANDS["install-hook"])
     parser.add_argument("--remove", action="store_true", help="take relaybus's hook out again")

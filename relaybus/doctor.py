@@ -20,11 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import approval_socket, claude_settings, hookcli
-from shared.lan import lan_address
-from shared.preflight import claude_dir_problem, port_problem
-from shared.redis_conn import RedisRefused, probe, redis_address
-from shared.settings import Settings
+from relaybus import claude_settings, hookcli
+from relaybus.lan import lan_address
+from relaybus.shared import approval_socket
+from relaybus.shared.preflight import claude_dir_problem, port_problem
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import RedisRefused, probe, redis_address
 
 OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 CONNECT_TIMEOUT_S = 2.0

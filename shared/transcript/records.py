@@ -1,7 +1,7 @@
 """Claude Code records -> rule-table key, display text and blocks (used by ``projection``).
 
 ``classify`` names what a record is (``user/prompt``, ``system/turn_duration``, …) so that
-:data:`shared.projection.RULES` can decide about it; ``build_blocks`` projects a record
+:data:`relaybus.shared.transcript.projection.RULES` can decide about it; ``build_blocks`` projects a record
 that is published; ``add_extras`` adds the additive event fields.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.blocks import Block, Cutter, content_blocks, strip_ansi
+from relaybus.shared.transcript.blocks import Block, Cutter, content_blocks, strip_ansi
 
 #: Assistant stop reasons that end a turn (``tool_use`` and ``pause_turn`` do not).
 TERMINAL_STOPS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from shared.edits import edit_info
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript.edits import edit_info
 
 #: Command type (gateway -> ``{ns}:cmd:<host>``) delivering a decision to the holding collector.
 PERMISSION_DECISION = "permission_decision"

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 
 #: getaddrinfo's definite "no such name" answers (EAI_AGAIN, a DNS outage, is retried).
 _UNKNOWN_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from shared.edits import edit_info
+from relaybus.shared.transcript.edits import edit_info
 
 _ERROR_OPEN = "<tool_use_error>"
 _ERROR_CLOSE = "</tool_use_error>"

@@ -17,13 +17,13 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 
 PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
-#: Gateway-internal: publish the history of a session listed without it (collector.history).
+#: Gateway-internal: publish the history of a session listed without it (relaybus.collector.history).
 LOAD_HISTORY = "load_history"
 
 #: Heartbeat capabilities (``{ns}:host:<host>`` JSON ``capabilities``).
