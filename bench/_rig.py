@@ -40,7 +40,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(ms: list[float]) -> dict[str, Any]:
-    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
+    return {
+        "n": len(ms),
+        "p50_ms": pct(ms, 0.5),
+        "p99_ms": pct(ms, 0.99),
+        "max_ms": round(max(ms), 2),
+    }
 
 
 @dataclass
@@ -75,10 +80,17 @@ def scratch() -> Iterator[Scratch]:
 @contextmanager
 def services(s: Scratch, sid: str, collector_env: dict[str, str]) -> Iterator[GatewayProc]:
     """Run a collector and a gateway until the collector has published session ``sid``."""
-    col = CollectorProc(redis_url=s.srv.url, namespace=NAMESPACE, claude_dir=s.claude_dir,
-                        host_id="benchhost", env=collector_env)
+    col = CollectorProc(
+        redis_url=s.srv.url,
+        namespace=NAMESPACE,
+        claude_dir=s.claude_dir,
+        host_id="benchhost",
+        env=collector_env,
+    )
     gw = GatewayProc(
-        redis_url=s.srv.url, namespace=NAMESPACE, tokens=TOKEN,
+        redis_url=s.srv.url,
+        namespace=NAMESPACE,
+        tokens=TOKEN,
         env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
     )
     try:
@@ -118,5 +130,9 @@ def header(name: str, kind: str, *, load: bool = False) -> dict[str, Any]:
     machine: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if load:
         machine["load"] = os.getloadavg()[0]
-    return {"benchmark": name, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": machine, "server": kind}
+    return {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine,
+        "server": kind,
+    }

@@ -133,7 +133,9 @@ class CommandConsumer:
         if entry_id in self._in_flight:
             return False
         sid = fields.get(b"sid", b"").decode("utf-8", "replace")
-        ordered = bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in c.COMMAND_TYPES
+        ordered = (
+            bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in c.COMMAND_TYPES
+        )
         after = self._order.get(sid) if ordered else None
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if ordered:
@@ -280,7 +282,9 @@ class CollectorCommands:
         controller = Controller(self._settings, client, self.notices)
         handlers: dict[str, Handler] = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
         handlers.update(self._extra)
-        consumer = CommandConsumer(client, self._settings, handlers, self._counter, block_ms=block_ms)
+        consumer = CommandConsumer(
+            client, self._settings, handlers, self._counter, block_ms=block_ms
+        )
         try:
             await consumer.run(stop)
         finally:

@@ -51,7 +51,9 @@ class Engine:
         self.projects = self.root / "projects"
         self.sessions_dir = self.root / "sessions"
         self.observers: list[SessionObserver] = []
-        self.filesync = FileSync(settings, publisher, metrics, projection, self.root, self.observers)
+        self.filesync = FileSync(
+            settings, publisher, metrics, projection, self.root, self.observers
+        )
         self.live_pids: dict[str, int] = {}
         #: Sessions whose live-process file is gone while their process still runs.
         self.closing: set[str] = set()
@@ -170,7 +172,9 @@ class Engine:
             if procfiles.pid_alive(pid):
                 change = state.turn.on_live(None, None, now)
                 if change is not None:
-                    await self.pub.commit_session(state, [turn_event(sid, change)], turn_hash(change))
+                    await self.pub.commit_session(
+                        state, [turn_event(sid, change)], turn_hash(change)
+                    )
                 else:
                     self.pub.sessions[sid] = state
                 self.closing.add(sid)

@@ -54,17 +54,35 @@ SEND_YIELDS = 6
 
 
 #: ``OSError`` numbers that mean "this file", not "the connection to Redis".
-FILE_ERRNOS = frozenset({
-    errno.ENOENT, errno.EACCES, errno.EPERM, errno.ELOOP, errno.EISDIR, errno.ENOTDIR,
-    errno.ENXIO, errno.ENAMETOOLONG, errno.EINVAL, errno.EIO, errno.EFBIG, errno.EOVERFLOW,
-})
+FILE_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ELOOP,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.ENXIO,
+        errno.ENAMETOOLONG,
+        errno.EINVAL,
+        errno.EIO,
+        errno.EFBIG,
+        errno.EOVERFLOW,
+    }
+)
 
 
 def bus_error(exc: BaseException) -> bool:
     """An error of Redis or the epoch (the engine holds and retries), not of one file."""
-    if isinstance(exc, EpochChanged | redis.exceptions.ConnectionError | redis.exceptions.TimeoutError
-                  | redis.exceptions.ReadOnlyError | redis.exceptions.OutOfMemoryError
-                  | redis.exceptions.BusyLoadingError):
+    if isinstance(
+        exc,
+        EpochChanged
+        | redis.exceptions.ConnectionError
+        | redis.exceptions.TimeoutError
+        | redis.exceptions.ReadOnlyError
+        | redis.exceptions.OutOfMemoryError
+        | redis.exceptions.BusyLoadingError,
+    ):
         return True
     if isinstance(exc, NotRegular):
         return False
@@ -259,7 +277,10 @@ class FileSync:
         self.metrics.lines_published.inc(plan.published)
         log.info(
             "file %s: backfilled %d events of %d lines into session %s",
-            key, len(plan.events), read, entry.sid,
+            key,
+            len(plan.events),
+            read,
+            entry.sid,
         )
 
     async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
@@ -358,7 +379,10 @@ class FileSync:
             log.info("file %s: replaced (new inode), reading from the start", key)
         else:
             log.warning(
-                "file %s: truncated to %d < %d, reading from the start", key, pr.size, entry.tail.offset
+                "file %s: truncated to %d < %d, reading from the start",
+                key,
+                pr.size,
+                entry.tail.offset,
             )
         entry.tail.reset(pr.identity, 0)
         return True

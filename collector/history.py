@@ -168,7 +168,9 @@ async def load(fs: FileSync, sid: str) -> int:
             events = await _history_events(fs, entry, end)
             log.info(
                 "session %s: history of %d events loaded on demand in %.0f ms",
-                sid, len(events), (time.perf_counter() - started) * 1000,
+                sid,
+                len(events),
+                (time.perf_counter() - started) * 1000,
             )
     try:
         await pub.append(AppendBatch(sid, events, hash_updates={HISTORY_LOADED: "1"}))

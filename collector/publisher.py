@@ -30,7 +30,9 @@ def now_ms() -> int:
 
 
 class Publisher:
-    def __init__(self, client: aioredis.Redis, settings: Settings, metrics: CollectorMetrics) -> None:
+    def __init__(
+        self, client: aioredis.Redis, settings: Settings, metrics: CollectorMetrics
+    ) -> None:
         self.client = client
         self.keys = Keys(settings.namespace)
         self.host = settings.host_id

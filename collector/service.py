@@ -123,7 +123,9 @@ async def drive(
                 down = False
             backoff.reset()
         except EpochChanged:
-            log.warning("redis lost its data (epoch changed): new epoch, backfilling recent history")
+            log.warning(
+                "redis lost its data (epoch changed): new epoch, backfilling recent history"
+            )
             engine.reset()
             need_start = True
             continue
@@ -168,7 +170,11 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
     while not stop.is_set():
         try:
             await beat(
-                client, keys, settings.host_id, settings.heartbeat_ttl_s, stop,
+                client,
+                keys,
+                settings.host_id,
+                settings.heartbeat_ttl_s,
+                stop,
                 capabilities=capabilities_of(settings),
             )
         except REDIS_ERRORS:
@@ -205,7 +211,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     engine.observers.append(approvals)  # the terminal answering first resolves held requests
     history = HistoryRequests(wake.event.set)
     commands = CollectorCommands(
-        settings, metrics.commands, wake.event.set,
+        settings,
+        metrics.commands,
+        wake.event.set,
         extra_handlers={PERMISSION_DECISION: approvals.decide, LOAD_HISTORY: history.handle},
     )
     engine.pub.traces = commands.traces

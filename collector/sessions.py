@@ -119,7 +119,10 @@ class SessionState:
             last_activity_ms=n("lastActivity"),
         )
         title, title_rank = s("title") or None, n("titleRank")
-        first, first_rank = s("firstPrompt") or None, n("firstPromptRank") if s("firstPrompt") else -1
+        first, first_rank = (
+            s("firstPrompt") or None,
+            n("firstPromptRank") if s("firstPrompt") else -1,
+        )
         if title is not None and title_rank <= FIRST_PROMPT_RANK:  # written before titles were real
             if first is None:
                 first, first_rank = title, title_rank
@@ -153,7 +156,11 @@ def turn_event(sid: str, change: TurnChange) -> OutEvent:
 
 
 def turn_hash(change: TurnChange) -> dict[str, str]:
-    return {"state": change.state, "since": str(change.since), "waitingFor": change.waiting_for or ""}
+    return {
+        "state": change.state,
+        "since": str(change.since),
+        "waitingFor": change.waiting_for or "",
+    }
 
 
 def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> OutEvent:
@@ -333,8 +340,11 @@ class BatchPlan:
             if summary is not None:  # the summary's leaf is this session's own line
                 self._title(SUMMARY_RANK, summary)
         turn = p.turn
-        if turn == IDLE and event.get("type") == "assistant" and blocks and all(
-            b.get("kind") in ("thinking", "redacted_thinking") for b in blocks
+        if (
+            turn == IDLE
+            and event.get("type") == "assistant"
+            and blocks
+            and all(b.get("kind") in ("thinking", "redacted_thinking") for b in blocks)
         ):
             turn = None  # every line of a message carries its final stop_reason: the text follows
         activity = event.get("type") == "assistant" or any(
@@ -430,7 +440,9 @@ class BatchPlan:
         self.hash.update({"title": text, "titleRank": str(rank)})
 
 
-def end_events(state: SessionState, *, reason: str, now_ms: int) -> tuple[list[OutEvent], dict[str, str]]:
+def end_events(
+    state: SessionState, *, reason: str, now_ms: int
+) -> tuple[list[OutEvent], dict[str, str]]:
     """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
     events: list[OutEvent] = []
     h: dict[str, str] = {"live": "0", "ended": "1", "endReason": reason}

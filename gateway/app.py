@@ -53,8 +53,14 @@ def create_app(
         async with rt:
             yield
 
-    app = FastAPI(title="relaybus gateway", version=__version__, lifespan=lifespan, docs_url=None,
-                  redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="relaybus gateway",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.runtime = rt
 
     @app.get("/healthz")

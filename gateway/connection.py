@@ -152,8 +152,12 @@ class Connection:
             return None
         if self._live_backlog >= self.queue_max or self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
-            log.info("connection %s: %d frames / %d bytes behind, closing as slow consumer",
-                     self.cid, self._live_backlog, self.queued_bytes)
+            log.info(
+                "connection %s: %d frames / %d bytes behind, closing as slow consumer",
+                self.cid,
+                self._live_backlog,
+                self.queued_bytes,
+            )
             self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
             return None
         if not self._queue and not self._busy and self.sink.write_now(staged):
@@ -186,8 +190,11 @@ class Connection:
         off instead (a never-reading client asking for big replies, e.g. list_sessions)."""
         if self.close_code is None and self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
-            log.info("connection %s: %d bytes behind on replies, closing as slow consumer",
-                     self.cid, self.queued_bytes)
+            log.info(
+                "connection %s: %d bytes behind on replies, closing as slow consumer",
+                self.cid,
+                self.queued_bytes,
+            )
             self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
             return
         self._enqueue([self.direct_out(frame)])
@@ -278,8 +285,9 @@ class Connection:
             # not read a close frame either) instead of holding what it is sent.
             if self.close_code is None:
                 self.metrics.slow_consumers.inc()
-            log.info("connection %s: socket took no data in time, closing as slow consumer",
-                     self.cid)
+            log.info(
+                "connection %s: socket took no data in time, closing as slow consumer", self.cid
+            )
             self.abort(CloseCode.SLOW_CONSUMER, "write timeout")
             self.sink.abort()
         except (OSError, RuntimeError, WebSocketDisconnect) as exc:

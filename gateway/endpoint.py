@@ -96,8 +96,11 @@ class Endpoint:
         if not cfg.origins.allows(ws.headers):
             # A page on another site: refused before the upgrade (HTTP 403).
             self.metrics.auth_failures.inc()
-            log.info("connection from %s refused: Origin %r not allowed",
-                     ws.client, ws.headers.get("origin"))
+            log.info(
+                "connection from %s refused: Origin %r not allowed",
+                ws.client,
+                ws.headers.get("origin"),
+            )
             await ws.close(CloseCode.UNAUTHORIZED)
             return
         offered = token_from_request(ws.headers, ws.query_params)
@@ -141,9 +144,7 @@ class Endpoint:
             # Whatever the client does (pings, nothing, no close reply), the socket is gone
             # within close_timeout_s: a transport that is still flushing is dropped then.
             asyncio.get_running_loop().call_later(cfg.close_timeout_s, sink.abort)
-            log.info(
-                "connection %s closed (%s)", conn.cid, conn.close_code or "by client"
-            )
+            log.info("connection %s closed (%s)", conn.cid, conn.close_code or "by client")
 
     async def _receive(self, ws: WebSocket, conn: Connection, offered: str | None) -> None:
         cfg = self.config
@@ -273,4 +274,3 @@ class Endpoint:
         # Refused means gone: if the client does not take the error and close frames in
         # close_timeout_s (it floods pings and reads nothing), drop the socket.
         asyncio.get_running_loop().call_later(self.config.close_timeout_s, conn.sink.abort)
-

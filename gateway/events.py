@@ -22,8 +22,17 @@ class Event:
     """One log entry: global ``seq``, session id, kind, frame bytes and collector stamp (ms)."""
 
     __slots__ = (
-        "_blocks_only", "_qseq", "_text", "_wire", "_wire_bo", "delivered", "frame", "kind",
-        "seq", "sid", "stamp_ms",
+        "_blocks_only",
+        "_qseq",
+        "_text",
+        "_wire",
+        "_wire_bo",
+        "delivered",
+        "frame",
+        "kind",
+        "seq",
+        "sid",
+        "stamp_ms",
     )
 
     def __init__(self, seq: int, sid: str, kind: str, frame: bytes, stamp_ms: int) -> None:

@@ -106,9 +106,7 @@ class Handlers:
         else:
             if conn.access is not Access.FULL:
                 self.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
-                raise ProtocolError(
-                    ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId
-                )
+                raise ProtocolError(ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId)
             if self.approvals is not None and isinstance(
                 msg, protocol.AcceptDiff | protocol.RejectDiff
             ):
@@ -197,8 +195,10 @@ class Handlers:
                 return None
             if first_page:
                 first_page = False
-                first = page.events[0].seq if page.events else next(
-                    (e.seq for e in buf if e.seq > floor), None
+                first = (
+                    page.events[0].seq
+                    if page.events
+                    else next((e.seq for e in buf if e.seq > floor), None)
                 )
                 gap = leading_gap(floor, first, page.head)
                 if gap is not None:
@@ -281,9 +281,7 @@ class Handlers:
                 history_loaded = await self._load_history(sid, head.row)
                 head = await self._read_session(msg)
             if not head.row and not await self.client.exists(reservation_key(self.keys, sid)):
-                raise ProtocolError(
-                    ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId
-                )
+                raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
             raise
@@ -308,7 +306,9 @@ class Handlers:
             if not items or items[0] is not ack:  # pages were sent: the client starts over
                 log.warning("connection %s: replay of %s failed: %s", conn.cid, sid, exc)
                 final = protocol.error_frame(
-                    ErrorCode.UNAVAILABLE, "replay failed, reconnect", msg.requestId,
+                    ErrorCode.UNAVAILABLE,
+                    "replay failed, reconnect",
+                    msg.requestId,
                     self.hub.position,
                 )
                 conn.abort(CloseCode.INTERNAL_ERROR, "replay failed", final=final)
@@ -348,9 +348,7 @@ class Handlers:
                 return None
             stop_at = buf[0].seq if buf else None
             events = [ev for ev in page if stop_at is None or ev.seq < stop_at]
-            merged = merge(
-                events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last
-            )
+            merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
             self._session_items(conn, sid, merged, items)
             if len(events) < history.SESSION_PAGE:
                 return merged

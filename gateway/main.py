@@ -89,7 +89,8 @@ def warn_if_anonymous(settings: Settings) -> None:
         log.warning(
             "RELAYBUS_ALLOW_ANONYMOUS is on: anyone who can reach %s:%d is served without a "
             "token; set RELAYBUS_TOKENS and turn it off unless this network is yours alone",
-            settings.gateway_host, settings.gateway_port,
+            settings.gateway_host,
+            settings.gateway_port,
         )
 
 
@@ -129,7 +130,11 @@ def run(settings: Settings) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await serve_unless_refused(
-            settings, stop, lambda: serve(settings, stop), log, "/readyz answers 503 until it answers"
+            settings,
+            stop,
+            lambda: serve(settings, stop),
+            log,
+            "/readyz answers 503 until it answers",
         )
 
     try:

@@ -140,18 +140,14 @@ COMMAND_TYPES = frozenset(
 _ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(
     Annotated[ClientMessage, Field(discriminator="type")]
 )
-_TYPES = frozenset(
-    {"hello", "list_sessions", "watch_session", "unwatch_session"} | COMMAND_TYPES
-)
+_TYPES = frozenset({"hello", "list_sessions", "watch_session", "unwatch_session"} | COMMAND_TYPES)
 
 
 def parse_client_frame(raw: str | bytes, max_bytes: int) -> ClientMessage:
     """Validate one client frame; raise :class:`ProtocolError` with the matching code."""
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > max_bytes:
-        raise ProtocolError(
-            ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds {max_bytes}"
-        )
+        raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds {max_bytes}")
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -191,9 +187,7 @@ def with_request(frame: dict[str, Any], request_id: str | None) -> dict[str, Any
     return frame
 
 
-def error_frame(
-    code: str, message: str, request_id: str | None, seq_id: int
-) -> dict[str, Any]:
+def error_frame(code: str, message: str, request_id: str | None, seq_id: int) -> dict[str, Any]:
     return with_request(
         {"type": "error", "code": code, "message": message, "seqId": seq_id}, request_id
     )

@@ -108,7 +108,6 @@ def has_something_to_show(row: dict[bytes, bytes]) -> bool:
     return verdict == b"1" if verdict else (_int(row.get(b"sessionSeq")) or 0) > 0
 
 
-
 #: Upper bound on machines listed in one ``sessions`` reply.
 HOSTS_LIMIT = 200
 

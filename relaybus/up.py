@@ -88,7 +88,9 @@ def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None
         lines.append(f"  Token:               {token}")
     if server is not None:
         lines.append(f"  Redis:               embedded, data in {server.data_dir}")
-    prompts = "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
+    prompts = (
+        "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
+    )
     lines += [
         f"  Watching:            {settings.claude_dir} (transcripts changed in the last "
         f"{settings.backfill_max_age_hours:g} h are replayed)",
@@ -191,7 +193,9 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, StartupError | GatewayStartError):
                 failed = True  # printed above
-            elif isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            elif isinstance(result, BaseException) and not isinstance(
+                result, asyncio.CancelledError
+            ):
                 failed = True
                 log.error("%s failed", tasks[task], exc_info=result)
         if refused:

@@ -79,7 +79,8 @@ class Controller:
         try:
             if not self._settings.allow_prompts:
                 raise DriverError(
-                    c.PROMPTS_DISABLED, "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)"
+                    c.PROMPTS_DISABLED,
+                    "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)",
                 )
             if cmd.type == c.PROMPT:
                 data = await self._prompt(cmd)
@@ -163,7 +164,11 @@ class Controller:
             return {"driver": "tmux"}
         new = not self._transcript_exists(sid)
         await self.headless.prompt(
-            sid, cwd, message, new=new, trace_id=cmd.trace_id,
+            sid,
+            cwd,
+            message,
+            new=new,
+            trace_id=cmd.trace_id,
             accept_wait_s=min(ACCEPT_WAIT_S, self._budget_s(cmd)),
             on_failure=partial(self._late_failure, cmd),
             started=release_session_order,

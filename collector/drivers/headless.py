@@ -77,7 +77,8 @@ def child_env(settings: Settings) -> dict[str, str]:
     """The user's environment without relaybus's secrets, pointing the CLI at the claude
     dir this collector tails."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(SECRET_PREFIXES) and k not in SECRET_NAMES
     }
     configured = env.get("CLAUDE_CONFIG_DIR")
@@ -117,7 +118,14 @@ class HeadlessDriver:
             raise DriverError(BRIDGE_ERROR, "invalid session id")
         s = self._settings
         flag = "--session-id" if new else "--resume"
-        return [s.claude_bin, "-p", f"{flag}={session_id}", *shlex.split(s.claude_args), "--", message]
+        return [
+            s.claude_bin,
+            "-p",
+            f"{flag}={session_id}",
+            *shlex.split(s.claude_args),
+            "--",
+            message,
+        ]
 
     async def prompt(
         self,

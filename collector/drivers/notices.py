@@ -33,7 +33,9 @@ MAX_NOTICES = 10_000
 class TraceMap:
     """A prompt's traceId labels its session's events for ``ttl_s`` afterwards."""
 
-    def __init__(self, ttl_s: float = TRACE_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl_s: float = TRACE_TTL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._ttl_s = ttl_s
         self._clock = clock
         self._entries: dict[str, tuple[str, float]] = {}

@@ -44,7 +44,9 @@ def terminal_text(message: str) -> str:
         text = text.replace(marker, "")
     bad = _CONTROLS.search(text)
     if bad is not None:
-        raise DriverError(INVALID, f"the prompt contains a control character (U+{ord(bad.group()):04X})")
+        raise DriverError(
+            INVALID, f"the prompt contains a control character (U+{ord(bad.group()):04X})"
+        )
     return text
 
 
@@ -133,7 +135,9 @@ class TmuxDriver:
         try:
             if "\n" in message:
                 buffer = f"relaybus-{uuid.uuid4().hex[:12]}"
-                await self._tmux(pane.socket, "load-buffer", "-b", buffer, "-", stdin=message.encode())
+                await self._tmux(
+                    pane.socket, "load-buffer", "-b", buffer, "-", stdin=message.encode()
+                )
                 await self._tmux(
                     pane.socket, "paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane.pane_id
                 )

@@ -41,6 +41,7 @@ def strip_ansi(text: str) -> str:
     """``text`` without terminal escape sequences (``/compact`` output holds ``ESC[2m``)."""
     return _ANSI.sub("", text) if "\x1b" in text else text
 
+
 #: Tool input nested deeper than this is replaced by ``"…"`` (recorded in truncatedFields).
 MAX_INPUT_DEPTH = 32
 #: At most this many paths are listed in a tool block's ``truncatedFields``.

@@ -310,7 +310,9 @@ def _unknown_rule(key: str, rec: dict[str, Any]) -> Rule:
 @lru_cache(maxsize=256)
 def drop_label(name: str) -> str:
     """``name`` as a bounded metric label: lower case, [a-z0-9_-], at most 40 characters."""
-    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in name.lower())
+    cleaned = "".join(
+        c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in name.lower()
+    )
     return cleaned[:DROP_REASON_MAX_CHARS] or "unknown"
 
 

@@ -26,7 +26,6 @@ WARMUP_PROMPT = "Warmup"
 COMPACTION_AGENT_PREFIX = "acompact"
 
 
-
 def message_content(rec: dict[str, Any]) -> Any:
     message = rec.get("message")
     return message.get("content") if isinstance(message, dict) else None
@@ -57,7 +56,11 @@ def _classify_user(rec: dict[str, Any]) -> tuple[str, str | None]:
     if rec.get("isCompactSummary") is True:
         return "user/compact-summary", None
     content = message_content(rec)
-    if content == WARMUP_PROMPT and rec.get("isSidechain") is True and rec.get("parentUuid") is None:
+    if (
+        content == WARMUP_PROMPT
+        and rec.get("isSidechain") is True
+        and rec.get("parentUuid") is None
+    ):
         return "user/warmup", None
     text: str | None = None
     has_result = False
@@ -207,9 +210,9 @@ def _goal_status(attachment: dict[str, Any], cutter: Cutter) -> Block:
     block = cutter.text_block("goal_status", text)
     block["met"] = met
     if isinstance(condition, str):
-        block["condition"] = condition[:SUMMARY_MAX_CHARS * 10]
+        block["condition"] = condition[: SUMMARY_MAX_CHARS * 10]
     if isinstance(reason, str):
-        block["reason"] = reason[:SUMMARY_MAX_CHARS * 10]
+        block["reason"] = reason[: SUMMARY_MAX_CHARS * 10]
     return block
 
 

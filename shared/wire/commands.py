@@ -167,7 +167,9 @@ class Reply:
         )
 
 
-def _with_ids(frame: dict[str, Any], request_id: str | None, trace_id: str | None) -> dict[str, Any]:
+def _with_ids(
+    frame: dict[str, Any], request_id: str | None, trace_id: str | None
+) -> dict[str, Any]:
     if request_id is not None:
         frame["requestId"] = request_id
     if trace_id:

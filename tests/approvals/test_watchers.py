@@ -30,7 +30,10 @@ async def test_counts_follow_watch_unwatch_and_disconnect(
     key = keys.session_watchers("s1")
     async with running_gateway(make_settings(server.url, namespace)) as gw:
         gid = gw.runtime.gateway_id.encode()
-        async with WsClient(gw.ws, token="full-token") as a, WsClient(gw.ws, token="ro-token") as ro:
+        async with (
+            WsClient(gw.ws, token="full-token") as a,
+            WsClient(gw.ws, token="ro-token") as ro,
+        ):
             for ws in (a, ro):
                 await ws.hello(FULL)
                 await ws.send({"type": "watch_session", "sessionId": "s1"})

@@ -101,15 +101,21 @@ async def test_prompt_and_interrupt_through_the_pane(
     keys = Keys(namespace)
     _start_interactive(tmux, claude_dir, workdir, sid)
     await _live_pid(claude_dir, sid)
-    await admin.hset(keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"})
-    settings = make_settings(server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent")
+    await admin.hset(
+        keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"}
+    )
+    settings = make_settings(
+        server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent"
+    )
     hooks = RecordingHooks()
     controller = Controller(settings, admin, hooks)
     path = transcript_path(claude_dir, str(workdir), sid)
 
     reply = await controller.execute(_cmd(c.PROMPT, sid, message="hello 'tmux' -l; $HOME"))
     assert reply.ok and reply.data == {"driver": "tmux"}
-    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: hello 'tmux' -l; $HOME"], what="reply")
+    await wait_for(
+        lambda: texts(path, "assistant")[-1:] == ["Done: hello 'tmux' -l; $HOME"], what="reply"
+    )
     assert texts(path, "user") == ["hello 'tmux' -l; $HOME"]
     assert hooks.calls == [("started", sid, None)]
 
@@ -117,7 +123,9 @@ async def test_prompt_and_interrupt_through_the_pane(
     assert (reply.ok, reply.code) == (False, "no_active_turn")
 
     assert (await controller.execute(_cmd(c.PROMPT, sid, message="two\nlines"))).ok
-    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: two\nlines"], what="pasted reply")
+    await wait_for(
+        lambda: texts(path, "assistant")[-1:] == ["Done: two\nlines"], what="pasted reply"
+    )
     assert texts(path, "user")[-1] == "two\nlines"
 
     assert (await controller.execute(_cmd(c.PROMPT, sid, message="a LONG one"))).ok
@@ -144,8 +152,12 @@ async def test_control_characters_never_reach_the_pane(
     keys = Keys(namespace)
     _start_interactive(tmux, claude_dir, workdir, sid)
     await _live_pid(claude_dir, sid)
-    await admin.hset(keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"})
-    settings = make_settings(server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent")
+    await admin.hset(
+        keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"}
+    )
+    settings = make_settings(
+        server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent"
+    )
     controller = Controller(settings, admin, RecordingHooks())
     path = transcript_path(claude_dir, str(workdir), sid)
     for attack in ["look\rrm -rf ~", "a\x03b", "x\x1b", "one\ntwo\x1b[201~\rthree", "c1\x9b2~"]:
@@ -153,5 +165,7 @@ async def test_control_characters_never_reach_the_pane(
         assert (reply.ok, reply.code) == (False, "invalid_message"), attack
     ok = await controller.execute(_cmd(c.PROMPT, sid, message="\x1b[200~safe\r\nend\x1b[201~"))
     assert ok.ok
-    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: safe\nend"], what="clean prompt")
+    await wait_for(
+        lambda: texts(path, "assistant")[-1:] == ["Done: safe\nend"], what="clean prompt"
+    )
     assert texts(path, "user") == ["safe\nend"]

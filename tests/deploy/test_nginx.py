@@ -162,8 +162,11 @@ NGINX_CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
 
 def _directive(text: str, name: str) -> str:
     """The value of the (single) http-level directive ``name`` in nginx.conf."""
-    values = [line.strip()[len(name):].strip(" ;") for line in text.splitlines()
-              if line.strip().startswith(name + " ")]
+    values = [
+        line.strip()[len(name) :].strip(" ;")
+        for line in text.splitlines()
+        if line.strip().startswith(name + " ")
+    ]
     assert len(values) == 1, f"{name}: {values}"
     return values[0]
 
@@ -181,7 +184,7 @@ def test_nginx_conf_bounds_slow_clients_and_keeps_tokens_out_of_its_log() -> Non
     assert _seconds(_directive(text, "send_timeout")) <= 60
     assert _seconds(_directive(text, "keepalive_timeout")) <= 30
     assert int(_directive(text, "limit_conn per_address")) <= 256
-    log_format = text[text.index("log_format"):text.index("access_log")]
+    log_format = text[text.index("log_format") : text.index("access_log")]
     assert "$uri" in log_format and "$request " not in log_format and '$request"' not in log_format
 
 
@@ -193,8 +196,11 @@ async def test_nginx_cuts_off_half_sent_requests_and_logs_no_token(
     from tests.support.raw_ws import closed_by_peer, slowloris
 
     with GatewayProc(redis_url=server.url, namespace=namespace) as gw:
-        nginx = Nginx(tmp_path / "nginx", [gw.port],
-                      edits={"client_header_timeout 10s;": "client_header_timeout 1s;"})
+        nginx = Nginx(
+            tmp_path / "nginx",
+            [gw.port],
+            edits={"client_header_timeout 10s;": "client_header_timeout 1s;"},
+        )
         nginx.start()
         port = nginx.port
         try:

@@ -40,7 +40,9 @@ def _make_certificates(directory: Path) -> None:
     script = _readme_block("cd deploy/tls")
     script = script.replace("cd deploy/tls", "set -e", 1)
     script = re.sub(r"^name=\S+.*$", "name=localhost", script, count=1, flags=re.M)
-    subprocess.run(["bash", "-c", script], cwd=directory, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        ["bash", "-c", script], cwd=directory, check=True, capture_output=True, timeout=120
+    )
 
 
 def _server_args(tls_dir: Path, data_dir: Path, tls_port: int) -> list[str]:

@@ -57,8 +57,13 @@ async def test_slow_consumer_cut_off_fast_one_unaffected(
     await pub.start_session("s1")
     env = {"RELAYBUS_SEND_QUEUE_MAX": "500"}
     with GatewayProc(redis_url=server.url, namespace=namespace, env=env) as g:
-        slow = await connect(g.ws, additional_headers={"Authorization": "Bearer full-token"},
-                             compression=None, max_queue=1, max_size=None)
+        slow = await connect(
+            g.ws,
+            additional_headers={"Authorization": "Bearer full-token"},
+            compression=None,
+            max_queue=1,
+            max_size=None,
+        )
         try:
             async with WsClient(g.ws, token="full-token") as fast:
                 await fast.hello(["session_subscriptions"])
@@ -107,8 +112,10 @@ async def test_epoch_change_after_flushall(
         await pub.start_session("s1")
         for _ in range(10):
             await pub.events("s1", [str(i) for i in range(50)])
-        async with running_gateway(make_settings(srv.url, namespace)) as g, \
-                WsClient(g.ws, token="full-token") as c:
+        async with (
+            running_gateway(make_settings(srv.url, namespace)) as g,
+            WsClient(g.ws, token="full-token") as c,
+        ):
             w = await c.hello(FULL)
             assert g.runtime.hub.position == 501
             await client.flushall()
@@ -235,8 +242,10 @@ async def test_epoch_change_when_new_log_overtakes_reader(
         old = Publisher(client, keys)
         await old.start_session("old")
         await old.events("old", [str(i) for i in range(20)])
-        async with running_gateway(make_settings(srv.url, namespace)) as g, \
-                WsClient(g.ws, token="full-token") as c:
+        async with (
+            running_gateway(make_settings(srv.url, namespace)) as g,
+            WsClient(g.ws, token="full-token") as c,
+        ):
             await c.hello([])
             await wait_for(lambda: g.runtime.hub.position == 21)
             await client.flushall()

@@ -34,10 +34,14 @@ def imported_packages(package: str) -> dict[str, set[str]]:
                 names.update(_part(alias.name) for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(_part(node.module))
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "import_module" and node.args
-                  and isinstance(node.args[0], ast.Constant)
-                  and isinstance(node.args[0].value, str)):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "import_module"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 names.add(_part(node.args[0].value))
         found[str(path.relative_to(REPO))] = names
     return found
@@ -45,15 +49,19 @@ def imported_packages(package: str) -> dict[str, set[str]]:
 
 def test_shared_imports_neither_side_nor_the_top() -> None:
     """No module of shared/ imports collector, gateway or relaybus (statically or by name)."""
-    bad = {path: names & {"collector", "gateway", "relaybus"}
-           for path, names in imported_packages("shared").items()}
+    bad = {
+        path: names & {"collector", "gateway", "relaybus"}
+        for path, names in imported_packages("shared").items()
+    }
     assert {path: names for path, names in bad.items() if names} == {}
 
 
 def test_collector_and_gateway_do_not_import_each_other_or_the_top() -> None:
     """collector/ and gateway/ are independent siblings under relaybus/."""
     for side, other in (("collector", "gateway"), ("gateway", "collector")):
-        bad = {path: names & {other, "relaybus"}
-               for path, names in imported_packages(side).items()
-               if not path.endswith("__main__.py")}  # the shims call relaybus.cli
+        bad = {
+            path: names & {other, "relaybus"}
+            for path, names in imported_packages(side).items()
+            if not path.endswith("__main__.py")
+        }  # the shims call relaybus.cli
         assert {path: names for path, names in bad.items() if names} == {}, side

@@ -117,8 +117,20 @@ def test_compacted_session_titles_and_turns() -> None:
 
 
 _ODD_VALUES: list[object] = [
-    None, True, 0, -1, 1.5, "", "x" * 70_000, [], {}, [None], {"": None},
-    "<tool_use_error>", "<command-name>", "[Request interrupted by user",
+    None,
+    True,
+    0,
+    -1,
+    1.5,
+    "",
+    "x" * 70_000,
+    [],
+    {},
+    [None],
+    {"": None},
+    "<tool_use_error>",
+    "<command-name>",
+    "[Request interrupted by user",
     "2026-13-45T99:99:99.999Z",
 ]
 

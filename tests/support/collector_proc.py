@@ -70,7 +70,9 @@ class CollectorProc(ManagedProcess):
 
     def start(self, *, wait_ready_s: float = 30.0) -> CollectorProc:
         """Start the process; wait until its heartbeat key exists (when ``wait_ready_s`` > 0)."""
-        self.spawn([sys.executable, "-m", "relaybus.collector"], cwd=self.claude_dir.parent, env=self.env())
+        self.spawn(
+            [sys.executable, "-m", "relaybus.collector"], cwd=self.claude_dir.parent, env=self.env()
+        )
         if wait_ready_s > 0:
             self.wait_ready(wait_ready_s)
         return self
@@ -98,6 +100,9 @@ class CollectorProc(ManagedProcess):
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()

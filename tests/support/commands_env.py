@@ -92,8 +92,20 @@ class TmuxServer:
         """Start ``command`` in a new detached session; returns the pane's pid."""
         env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
         self.run(
-            "-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", "200", "-y", "50",
-            "-c", str(cwd), *env_args, shlex.join(command),
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "main",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "-c",
+            str(cwd),
+            *env_args,
+            shlex.join(command),
         )
         return int(self.run("list-panes", "-t", "main", "-F", "#{pane_pid}").split()[0])
 

@@ -79,8 +79,13 @@ async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterato
                 aw: Any = t.get_coro()
                 while aw is not None:
                     frame = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
-                    print("  ", t.get_name(), type(aw).__name__,
-                          frame.f_code.co_filename if frame else "", frame.f_lineno if frame else "")
+                    print(
+                        "  ",
+                        t.get_name(),
+                        type(aw).__name__,
+                        frame.f_code.co_filename if frame else "",
+                        frame.f_lineno if frame else "",
+                    )
                     aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
             raise
 
@@ -90,17 +95,29 @@ class GatewayProc(ManagedProcess, _LoopbackUrls):
 
     name = "gateway"
 
-    def __init__(self, *, redis_url: str, namespace: str, tokens: str = "full-token,ro-token:read",
-                 env: dict[str, str] | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        redis_url: str,
+        namespace: str,
+        tokens: str = "full-token,ro-token:read",
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
         super().__init__(log_path)
         self.port = free_port()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
-        self.env.update({
-            "RELAYBUS_REDIS_URL": redis_url, "RELAYBUS_NAMESPACE": namespace,
-            "RELAYBUS_TOKENS": tokens, "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
-            "RELAYBUS_GATEWAY_PORT": str(self.port), "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
-            "PYTHONUNBUFFERED": "1",
-        })
+        self.env.update(
+            {
+                "RELAYBUS_REDIS_URL": redis_url,
+                "RELAYBUS_NAMESPACE": namespace,
+                "RELAYBUS_TOKENS": tokens,
+                "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
+                "RELAYBUS_GATEWAY_PORT": str(self.port),
+                "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         self.env.update(env or {})
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:

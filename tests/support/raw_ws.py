@@ -32,16 +32,21 @@ def ws_frame(payload: bytes, opcode: int = 0x1) -> bytes:
 class DeafClient:
     """Opens ``/ws``, sends what it is told, and never reads past the handshake."""
 
-    def __init__(self, port: int, *, token: str | None = None, rcvbuf: int = 4096,
-                 origin: str | None = None) -> None:
+    def __init__(
+        self, port: int, *, token: str | None = None, rcvbuf: int = 4096, origin: str | None = None
+    ) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(10)
         self.sock.connect(("127.0.0.1", port))
         key = base64.b64encode(os.urandom(16)).decode()
         lines = [
-            "GET /ws HTTP/1.1", f"Host: 127.0.0.1:{port}", "Upgrade: websocket",
-            "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
+            "GET /ws HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
         ]
         if token is not None:
             lines.append(f"Authorization: Bearer {token}")

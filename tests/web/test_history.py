@@ -91,7 +91,9 @@ async def _listed(client: WsClient, sid: str) -> dict[str, object]:
         await asyncio.sleep(0.2)
 
 
-async def _watch(client: WsClient, sid: str, want: int) -> tuple[dict[str, object], list[dict[str, object]]]:
+async def _watch(
+    client: WsClient, sid: str, want: int
+) -> tuple[dict[str, object], list[dict[str, object]]]:
     await client.send({"type": "watch_session", "sessionId": sid, "requestId": "w"})
     ack = await client.expect("watch_ack", wait_s=30)
     await client.until(lambda _r: len(client.events(sid)) >= want, wait_s=30)
@@ -153,7 +155,9 @@ async def test_watching_a_reserved_new_conversation_is_an_empty_replay(
     new_sid = str(uuid.uuid4())
     client = redis.Redis.from_url(server.url)
     try:
-        client.hset(reservation_key(Keys(namespace), new_sid), mapping={"host": "testhost", "cwd": "/tmp"})
+        client.hset(
+            reservation_key(Keys(namespace), new_sid), mapping={"host": "testhost", "cwd": "/tmp"}
+        )
     finally:
         client.close()
     async with WsClient(_ws_url(gw), token=TOKEN) as a:
