@@ -374,12 +374,8 @@ class GatewayCommands:
         try:
             await asyncio.wait_for(self.replies.ready.wait(), self._timeout_s)
             await c.ensure_group(self._client, stream)
-            await self._client.xadd(
-                stream,
-                cmd.fields(),
-                maxlen=c.CMD_MAXLEN,
-                approximate=True,  # type: ignore[arg-type]
-            )
+            fields = cmd.fields()
+            await self._client.xadd(stream, fields, maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
             reply = await asyncio.wait_for(fut, self._timeout_s)
         except TimeoutError:
             return None
