@@ -66,7 +66,7 @@ class _Msg(BaseModel):
     traceId: str | None = Field(default=None, max_length=256)
 
 
-#: Claude Code's id shape (shared/ids.py): never ``:`` (Redis keys), never ``-`` first (argv).
+#: Claude Code's id shape (shared/wire/ids.py): never ``:`` (Redis keys), never ``-`` first (argv).
 SessionId = Annotated[str, Field(pattern=SESSION_ID_PATTERN)]
 #: A collector's request key (hex); nothing that could splice a Redis key.
 RequestKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]

@@ -1,4 +1,4 @@
-"""The one way events enter the log: the atomic Lua append (``shared/lua/append.lua``)."""
+"""The one way events enter the log: the atomic Lua append (``shared/store/lua/append.lua``)."""
 
 from __future__ import annotations
 
