@@ -32,6 +32,7 @@ from relaybus.collector.drivers import SESSION_ORDER
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.notices import TraceMap, TurnNotices
 from relaybus.shared.settings import Settings
+from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
@@ -92,7 +93,7 @@ class CommandConsumer:
                 if self._lost:
                     recovered, self._lost = False, False
                 if not recovered:
-                    await c.ensure_group(self._client, self._stream)
+                    await ensure_group(self._client, self._stream)
                     await self._recover()
                     recovered = True
                 await self._room()

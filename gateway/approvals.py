@@ -33,21 +33,19 @@ from relaybus.gateway.auth import Access
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.protocol import ErrorCode, ProtocolError
-from relaybus.gateway.tasks import cancel_and_wait
-from relaybus.shared.store.keys import Keys
+from relaybus.gateway.protocol import ProtocolError
+from relaybus.shared.aio import cancel_and_wait, now_ms
+from relaybus.shared.store.command_streams import ensure_group
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE
+from relaybus.shared.store.keys import CMD_MAXLEN, Keys
 from relaybus.shared.wire import approvals as ap
-from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command
+from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 #: How often the watcher counts are compared with the connections (disconnects).
 CHECK_S = 1.0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GatewayApprovals:
@@ -89,7 +87,7 @@ class GatewayApprovals:
             log.warning("watcher count of %s not written: %s", sid, exc)
 
     async def _write(self, counts: dict[str, int]) -> None:
-        expires = _now_ms() + self._watchers_ttl_s * 1000
+        expires = now_ms() + self._watchers_ttl_s * 1000
         pipe = self._client.pipeline(transaction=False)
         for sid, n in counts.items():
             key = self._keys.session_watchers(sid)
@@ -133,8 +131,8 @@ class GatewayApprovals:
 
     async def aclose(self) -> None:
         if self._task is not None:
-            await cancel_and_wait(self._task)  # a single cancel can be swallowed (gateway/tasks.py)
-        with contextlib.suppress(RedisError, OSError):
+            await cancel_and_wait(self._task)  # a single cancel can be swallowed (shared/aio.py)
+        with contextlib.suppress(*REDIS_UNAVAILABLE):
             await asyncio.wait_for(self._write(dict.fromkeys(self._written, 0)), 2.0)
 
     # --- decisions ---------------------------------------------------------------------
@@ -152,13 +150,13 @@ class GatewayApprovals:
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
         claimed = await self._client.set(
-            ap.decision_key(self._keys, key),
+            self._keys.approval(key),
             ap.decision_record(decision, reason),
             nx=True,
             ex=ap.DECISION_GRACE_S,
         )
         if not claimed:
-            self._metrics.commands.labels(msg.type, ap.ALREADY_RESOLVED).inc()
+            self._metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
             )
@@ -168,14 +166,14 @@ class GatewayApprovals:
             type=ap.PERMISSION_DECISION,
             session_id=sid,
             gateway_id=self._gateway_id,
-            deadline_ms=c.now_ms() + int(self._command_timeout_s * 1000),
+            deadline_ms=now_ms() + int(self._command_timeout_s * 1000),
             payload={"requestKey": key, "decision": decision, "message": reason},
             request_id=rid,
             trace_id=msg.traceId,
         )
         stream = self._keys.cmd(host)
-        await c.ensure_group(self._client, stream)
-        await self._client.xadd(stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+        await ensure_group(self._client, stream)
+        await self._client.xadd(stream, cmd.fields(), maxlen=CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
         self._metrics.commands.labels(msg.type, "ok").inc()
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
@@ -197,8 +195,8 @@ class GatewayApprovals:
         """The one pending request meant: (session, requestKey, its index entry)."""
         pipe = self._client.pipeline(transaction=False)
         for sid in sids:
-            pipe.hgetall(ap.pending_key(self._keys, sid))
-        now = _now_ms()
+            pipe.hgetall(self._keys.approvals(sid))
+        now = now_ms()
         found: list[tuple[str, str, dict[str, Any]]] = []
         expired: str | None = None  # timed out, its collector has not dropped it yet
         for sid, rows in zip(sids, await pipe.execute(), strict=True):
@@ -226,9 +224,7 @@ class GatewayApprovals:
             )
         if expired is not None:
             raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {expired} timed out", rid)
-        if request_key is not None and await self._client.exists(
-            ap.decision_key(self._keys, request_key)
-        ):
+        if request_key is not None and await self._client.exists(self._keys.approval(request_key)):
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid
             )
@@ -247,7 +243,7 @@ class GatewayApprovals:
         timeout (the session's ``approval_resolved`` key), else ``None``."""
         pipe = self._client.pipeline(transaction=False)
         for sid in sids:
-            pipe.get(ap.resolved_key(self._keys, sid))
+            pipe.get(self._keys.approval_resolved(sid))
         for raw in await pipe.execute():
             found = ap.parse_resolved(raw)
             if found is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 import uuid
 from collections import OrderedDict
@@ -22,23 +21,23 @@ from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from relaybus.gateway import protocol
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.protocol import ErrorCode, ProtocolError
-from relaybus.gateway.tasks import cancel_and_wait
+from relaybus.gateway.protocol import ProtocolError
+from relaybus.shared.aio import Backoff, cancel_and_wait, now_ms, reraise_if_cancelling
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.command_streams import ensure_group, session_route
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE
+from relaybus.shared.store.keys import CMD_MAXLEN, Keys
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
+from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 5.0
 #: Commands one connection may have waiting for their machine; more are refused.
 MAX_IN_FLIGHT = 16
 #: How long (and how many) answered prompts can still get a late failure.
@@ -67,7 +66,7 @@ class ReplyReader:
 
     async def aclose(self) -> None:
         if self._task is not None:
-            await cancel_and_wait(self._task)  # a single cancel can be swallowed (gateway/tasks.py)
+            await cancel_and_wait(self._task)  # a single cancel can be swallowed (shared/aio.py)
         for fut in self._waiting.values():
             fut.cancel()
         self._waiting.clear()
@@ -84,7 +83,7 @@ class ReplyReader:
         self._waiting.pop(command_id, None)
 
     async def _run(self) -> None:
-        backoff = 0.1
+        backoff = Backoff(first_s=0.2, max_s=10.0)
         while True:
             try:
                 if not self.ready.is_set():
@@ -96,14 +95,12 @@ class ReplyReader:
                 response: Any = await self._client.xread(
                     {self._stream: self._last}, count=100, block=self._block_ms
                 )
-                backoff = 0.1
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from exc  # redis-py turned a cancel into this
-                log.warning("reply stream unavailable: %s; retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff * (1 + random.random()))
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                backoff.reset()
+            except REDIS_UNAVAILABLE as exc:
+                reraise_if_cancelling(exc)
+                delay = backoff.next()
+                log.warning("reply stream unavailable: %s; retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
                 continue
             for _stream, entries in response or []:
                 for entry_id, fields in entries:
@@ -222,7 +219,7 @@ class GatewayCommands:
             log.exception("command %s failed", msg.type)
             frame = c.refusal(
                 msg.type,
-                c.BRIDGE_ERROR,
+                ErrorCode.BRIDGE_ERROR,
                 "internal error",
                 request_id=msg.requestId,
                 trace_id=msg.traceId,
@@ -264,7 +261,7 @@ class GatewayCommands:
             return
         frame = c.refusal(
             c.PROMPT,
-            reply.code or c.PROMPT_FAILED,
+            reply.code or ErrorCode.PROMPT_FAILED,
             reply.message or "the prompt failed",
             request_id=rid,
             trace_id=trace,
@@ -293,25 +290,27 @@ class GatewayCommands:
         if isinstance(msg, protocol.NewConversation):
             host = msg.host or await self._only_live_host()
             if host is None:
-                return refuse(c.HOST_REQUIRED, "several or no machines are live: say which host")
+                return refuse(
+                    ErrorCode.HOST_REQUIRED, "several or no machines are live: say which host"
+                )
             if msg.cwd:
                 payload["cwd"] = msg.cwd
         else:
             sid = str(getattr(msg, "sessionId", "") or "")
-            route = await c.session_route(self._client, self._keys, sid)
+            route = await session_route(self._client, self._keys, sid)
             if route is None:
-                return refuse(c.UNKNOWN_SESSION, f"no session {sid!r}")
+                return refuse(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}")
             host = route[0]
             if isinstance(msg, protocol.Prompt):
                 payload["message"] = msg.message
         if not await self._client.exists(self._keys.host(host)):
-            return refuse(c.HOST_OFFLINE, f"machine {host!r} is offline")
+            return refuse(ErrorCode.HOST_OFFLINE, f"machine {host!r} is offline")
         cmd = Command(
             id=str(uuid.uuid4()),
             type=msg.type,
             session_id=sid,
             gateway_id=self._gateway_id,
-            deadline_ms=c.now_ms() + int(self._timeout_s * 1000),
+            deadline_ms=now_ms() + int(self._timeout_s * 1000),
             payload=payload,
             request_id=rid,
             trace_id=trace,
@@ -320,12 +319,12 @@ class GatewayCommands:
         if reply is None:
             frame = c.refusal(
                 msg.type,
-                c.TIMEOUT,
+                ErrorCode.TIMEOUT,
                 f"machine {host!r} did not answer in {self._timeout_s:g}s",
                 request_id=rid,
                 trace_id=trace,
             )
-            return frame, c.TIMEOUT, cmd.id
+            return frame, ErrorCode.TIMEOUT, cmd.id
         outcome = "ok" if reply.ok else (reply.code or "error")
         return c.client_frame(cmd, reply), outcome, cmd.id
 
@@ -359,7 +358,7 @@ class GatewayCommands:
             type=c.LOAD_HISTORY,
             session_id=sid,
             gateway_id=self._gateway_id,
-            deadline_ms=c.now_ms() + int(self._timeout_s * 1000),
+            deadline_ms=now_ms() + int(self._timeout_s * 1000),
         )
         reply = await self._round_trip(host, cmd)
         outcome = "timeout" if reply is None else "ok" if reply.ok else (reply.code or "error")
@@ -373,9 +372,9 @@ class GatewayCommands:
         started = time.monotonic()
         try:
             await asyncio.wait_for(self.replies.ready.wait(), self._timeout_s)
-            await c.ensure_group(self._client, stream)
+            await ensure_group(self._client, stream)
             fields = cmd.fields()
-            await self._client.xadd(stream, fields, maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            await self._client.xadd(stream, fields, maxlen=CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
             reply = await asyncio.wait_for(fut, self._timeout_s)
         except TimeoutError:
             return None
@@ -387,8 +386,6 @@ class GatewayCommands:
     async def _only_live_host(self) -> str | None:
         """The one machine whose heartbeat is current, from the ``hosts`` index (never a
         SCAN of the keyspace: a client could make every gateway walk it per request)."""
-        live = await self._client.zrangebyscore(
-            self._keys.hosts, c.now_ms(), "+inf", start=0, num=2
-        )
+        live = await self._client.zrangebyscore(self._keys.hosts, now_ms(), "+inf", start=0, num=2)
         hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in live]
         return hosts[0] if len(hosts) == 1 else None

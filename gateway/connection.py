@@ -28,10 +28,10 @@ from relaybus.gateway import protocol
 from relaybus.gateway.auth import Access
 from relaybus.gateway.events import Event
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.protocol import CloseCode
 from relaybus.gateway.replay import Gap
 from relaybus.gateway.wsio import FrameSink, Outgoing, WriteTimeout
 from relaybus.shared.wire import frames
+from relaybus.shared.wire.errors import CloseCode
 
 log = logging.getLogger(__name__)
 

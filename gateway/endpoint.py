@@ -24,9 +24,10 @@ from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.handlers import Handlers
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.web_security import OriginPolicy
 from relaybus.gateway.wsio import AsgiSink, FrameSink
+from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.events import Event, from_entry, seq_of
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.replay import Gap
-from relaybus.shared.store.connection import ensure_epoch
+from relaybus.shared.aio import Backoff, reraise_if_cancelling
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import frames
 
@@ -204,22 +203,17 @@ class LogReader:
         self._stopping = True
 
     async def run(self) -> None:
-        failures = 0
+        backoff = Backoff(first_s=0.1, max_s=self.max_backoff_s)
         while not self._stopping:
             try:
                 await self._sync()
-                failures = 0
+                backoff.reset()
                 while not self._stopping:
                     await self._step()
-            except (RedisError, OSError) as exc:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    # redis-py may turn a cancellation mid-read into a connection error;
-                    # never swallow it, or shutdown waits forever.
-                    raise asyncio.CancelledError from exc
-                failures += 1
+            except REDIS_UNAVAILABLE as exc:
+                reraise_if_cancelling(exc)
                 self.synced.clear()
-                delay = min(self.max_backoff_s, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
+                delay = backoff.next()
                 log.warning("log reader: %s; retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
 

@@ -21,18 +21,18 @@ from relaybus.gateway.auth import Access
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
 from relaybus.gateway.sessions import list_hosts, list_sessions, turn_status_frame
 from relaybus.gateway.wsio import Outgoing
 from relaybus.shared import __version__
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire.commands import reservation_key
+from relaybus.shared.store.session_row import SessionRow
+from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)
 
 #: Session hash field: ``0`` while an old session's history was never published.
-HISTORY_LOADED = b"historyLoaded"
 #: Heartbeats change rarely; a burst of list_sessions (reconnects) scans them once.
 HOSTS_TTL_S = 1.0
 
@@ -277,10 +277,12 @@ class Handlers:
         history_loaded = True
         try:
             head = await self._read_session(msg)
-            if head.row.get(HISTORY_LOADED) == b"0":
-                history_loaded = await self._load_history(sid, head.row)
+            row = SessionRow.parse(head.row)
+            if row.history_loaded is False:
+                history_loaded = await self._load_history(sid, row)
                 head = await self._read_session(msg)
-            if not head.row and not await self.client.exists(reservation_key(self.keys, sid)):
+                row = SessionRow.parse(head.row)
+            if not head.row and not await self.client.exists(self.keys.reservation(sid)):
                 raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
@@ -328,7 +330,7 @@ class Handlers:
         self._session_items(conn, sid, tail, items)
         conn.session_marks[sid] = tail.last_seq
         if conn.observe:
-            status = turn_status_frame(sid, head.row, self.hub.position)
+            status = turn_status_frame(sid, row, self.hub.position)
             if status is not None:
                 items.append(conn.direct_out(status))
         conn.send_burst(items)
@@ -380,12 +382,11 @@ class Handlers:
             self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
         )
 
-    async def _load_history(self, sid: str, row: dict[bytes, bytes]) -> bool:
+    async def _load_history(self, sid: str, row: SessionRow) -> bool:
         """Have the session's machine publish the history it only listed; False if it did not."""
-        host = row.get(b"host", b"").decode("utf-8", "replace")
-        if self.history_loader is None or not host:
+        if self.history_loader is None or not row.host:
             return False
-        return await self.history_loader.load_history(sid, host)
+        return await self.history_loader.load_history(sid, row.host)
 
     def _cancel_watch(self, conn: Connection, sid: str, was_watched: bool) -> None:
         conn.watch_buffers.pop(sid, None)
@@ -412,8 +413,8 @@ def _session_leading_gap(since: int | None, hist: history.SessionHead) -> Gap | 
         return None
     first = hist.first
     if first is None:
-        had_events = int(hist.row.get(b"sessionSeq", b"0") or 0) > 0
-        last = int(hist.row.get(b"lastSeqId", b"0") or 0)
+        row = SessionRow.parse(hist.row)
+        had_events, last = row.session_seq > 0, row.last_seq_id
         return Gap(since + 1, last, "trimmed") if had_events and last > since else None
     if first.seq > since + 1 and (first.session_seq or 1) > 1:
         return Gap(since + 1, first.seq - 1, "trimmed")

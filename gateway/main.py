@@ -23,11 +23,11 @@ from relaybus.gateway.guards import (
     install_accept_throttle,
     max_connections,
 )
-from relaybus.gateway.protocol import CloseCode
 from relaybus.gateway.runtime import Runtime
 from relaybus.shared.preflight import StartupError, check_port
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import RedisRefused, serve_unless_refused
+from relaybus.shared.wire.errors import CloseCode
 
 log = logging.getLogger(__name__)
 

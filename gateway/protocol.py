@@ -6,12 +6,12 @@ protocol error code; the connection layer turns it into an ``error`` frame.
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from relaybus.shared.wire.errors import ErrorCode
 from relaybus.shared.wire.ids import SESSION_ID_PATTERN
 
 #: Capabilities this server understands; ``welcome`` echoes the intersection.
@@ -19,33 +19,6 @@ SESSION_SUBSCRIPTIONS = "session_subscriptions"
 TURN_STATUS_OBSERVE = "turn_status_observe"
 BLOCKS_ONLY = "blocks_only"
 KNOWN_CAPABILITIES = (SESSION_SUBSCRIPTIONS, TURN_STATUS_OBSERVE, BLOCKS_ONLY)
-
-
-class ErrorCode(StrEnum):
-    BAD_JSON = "bad_json"
-    NOT_OBJECT = "not_object"
-    UNKNOWN_TYPE = "unknown_type"
-    INVALID_FIELD = "invalid_field"
-    FRAME_TOO_LARGE = "frame_too_large"
-    UNKNOWN_SESSION = "unknown_session"
-    BAD_STATE = "bad_state"
-    FORBIDDEN = "forbidden"
-    NOT_IMPLEMENTED = "not_implemented"
-    UNAUTHORIZED = "unauthorized"
-    UNAVAILABLE = "unavailable"
-    AMBIGUOUS = "ambiguous"
-    ALREADY_RESOLVED = "already_resolved"
-    NO_PENDING_REQUEST = "no_pending_request"
-
-
-class CloseCode(IntEnum):
-    GOING_AWAY = 1001
-    MESSAGE_TOO_BIG = 1009
-    INTERNAL_ERROR = 1011
-    SERVICE_RESTART = 1012
-    SLOW_CONSUMER = 4008
-    RATE_LIMITED = 4029
-    UNAUTHORIZED = 4401
 
 
 class ProtocolError(Exception):
@@ -132,15 +105,13 @@ class RejectDiff(_Msg):
 Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff
 ClientMessage = Hello | ListSessions | WatchSession | UnwatchSession | Command
 
-#: Message types that act on a machine (need a full-access token).
-COMMAND_TYPES = frozenset(
-    {"new_conversation", "prompt", "interrupt_request", "accept_diff", "reject_diff"}
-)
-
 _ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(
     Annotated[ClientMessage, Field(discriminator="type")]
 )
-_TYPES = frozenset({"hello", "list_sessions", "watch_session", "unwatch_session"} | COMMAND_TYPES)
+#: Every client message type (a ``Command`` needs a full-access token).
+_TYPES = frozenset(
+    get_args(model.model_fields["type"].annotation)[0] for model in get_args(ClientMessage)
+)
 
 
 def parse_client_frame(raw: str | bytes, max_bytes: int) -> ClientMessage:

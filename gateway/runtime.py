@@ -18,12 +18,12 @@ from relaybus.gateway.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.fanout import Hub, LogReader
 from relaybus.gateway.handlers import CommandRouter, Handlers
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.protocol import CloseCode
-from relaybus.gateway.tasks import cancel_and_wait
 from relaybus.gateway.web_security import OriginPolicy
+from relaybus.shared.aio import cancel_and_wait
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.errors import CloseCode
 
 log = logging.getLogger(__name__)
 

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 
+from relaybus.shared.aio import now_ms
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.session_row import SessionRow
+from relaybus.shared.wire import frames
 from relaybus.shared.wire.commands import host_capabilities
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
 LIST_LIMIT = 1000
-
-
-def _int(value: bytes | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
 
 
 #: Title ranks at or below this were a prompt, not a title (hashes written before titles
@@ -29,54 +22,45 @@ def _int(value: bytes | None) -> int | None:
 PROMPT_RANK = 1
 
 
-def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
+def session_info(sid: str, row: SessionRow) -> dict[str, Any]:
     """SessionInfo as the seed shapes it (``title`` only when Claude Code wrote one), plus the
     additive firstPrompt/host/lastSeqId/lastActivity/state/since/waitingFor/live/historyLoaded."""
-    text = {k.decode(): v.decode("utf-8", "replace") for k, v in row.items()}
     info: dict[str, Any] = {
         "id": sid,
-        "cwd": text.get("cwd", ""),
-        "startedAt": _int(row.get(b"startedAt")) or 0,
-        "entrypoint": text.get("entrypoint", ""),
+        "cwd": row.cwd,
+        "startedAt": row.started_at,
+        "entrypoint": row.entrypoint,
     }
-    title, first = text.get("title"), text.get("firstPrompt")
-    rank = _int(row.get(b"titleRank"))
-    if title and rank is not None and rank <= PROMPT_RANK:
+    title, first = row.title, row.first_prompt
+    if title and row.title_rank is not None and row.title_rank <= PROMPT_RANK:
         title, first = None, first or title
     if title:
         info["title"] = title
     if first:
         info["firstPrompt"] = first
     info.update(
-        host=text.get("host", ""),
-        lastSeqId=_int(row.get(b"lastSeqId")) or 0,
-        lastActivity=_int(row.get(b"lastActivity")) or 0,
-        state=text.get("state") or "idle",
-        live=text.get("live") == "1",
+        host=row.host,
+        lastSeqId=row.last_seq_id,
+        lastActivity=row.last_activity,
+        state=row.state or "idle",
+        live=row.live,
     )
-    if text.get("historyLoaded") == "0":
+    if row.history_loaded is False:
         info["historyLoaded"] = False
-    if text.get("state"):
-        info["since"] = _int(row.get(b"since")) or 0
-    if text.get("waitingFor"):
-        info["waitingFor"] = text["waitingFor"]
+    if row.state:
+        info["since"] = row.since
+    if row.waiting_for:
+        info["waitingFor"] = row.waiting_for
     return info
 
 
-def turn_status_frame(sid: str, row: dict[bytes, bytes], seq_id: int) -> dict[str, Any] | None:
+def turn_status_frame(sid: str, row: SessionRow, seq_id: int) -> dict[str, Any] | None:
     """The session's current turn state as a ``turn_status`` frame, if the hash has one."""
-    state = row.get(b"state")
-    if not state:
+    if not row.state:
         return None
-    frame: dict[str, Any] = {
-        "type": "turn_status",
-        "sessionId": sid,
-        "state": state.decode(),
-        "since": _int(row.get(b"since")) or 0,
-    }
-    waiting = row.get(b"waitingFor")
-    if waiting:
-        frame["waitingFor"] = waiting.decode()
+    frame = frames.turn_status_frame(
+        sid, state=row.state, since=row.since, waiting_for=row.waiting_for
+    )
     frame["seqId"] = seq_id
     return frame
 
@@ -89,7 +73,8 @@ async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, An
     pipe = client.pipeline(transaction=False)
     for sid in sids:
         pipe.hgetall(keys.session(sid.decode()))
-    rows: list[dict[bytes, bytes]] = await pipe.execute()
+    raw_rows: list[dict[bytes, bytes]] = await pipe.execute()
+    rows = [SessionRow.parse(raw) for raw in raw_rows]
     return [
         session_info(sid.decode(), row)
         for sid, row in zip(sids, rows, strict=True)
@@ -97,15 +82,14 @@ async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, An
     ]
 
 
-def has_something_to_show(row: dict[bytes, bytes]) -> bool:
+def has_something_to_show(row: SessionRow) -> bool:
     """Listed: a session that published something to read, or whose Claude process runs. A
     file of bookkeeping only (snapshots, another session's summaries) leaves a hash but no
     event; one of /goal status lines only has ``hasContent: 0`` (the collector's verdict;
     hashes from before it count any event)."""
-    if row.get(b"live") == b"1":
+    if row.live:
         return True
-    verdict = row.get(b"hasContent")
-    return verdict == b"1" if verdict else (_int(row.get(b"sessionSeq")) or 0) > 0
+    return row.has_content if row.has_content is not None else row.session_seq > 0
 
 
 #: Upper bound on machines listed in one ``sessions`` reply.
@@ -119,8 +103,7 @@ async def list_hosts(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]
     client asking for the list must not make the gateway walk the keyspace, and the
     gateway's Redis user may not SCAN (deploy/redis-acl.conf).
     """
-    now_ms = int(time.time() * 1000)
-    live = await client.zrangebyscore(keys.hosts, now_ms, "+inf", start=0, num=HOSTS_LIMIT)
+    live = await client.zrangebyscore(keys.hosts, now_ms(), "+inf", start=0, num=HOSTS_LIMIT)
     names = [keys.host(h.decode() if isinstance(h, bytes) else str(h)).encode() for h in live]
     if not names:
         return []

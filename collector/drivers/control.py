@@ -25,6 +25,7 @@ from relaybus.collector.drivers.headless import HeadlessDriver
 from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.shared.settings import Settings
+from relaybus.shared.store.command_streams import session_route
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, Reply
@@ -104,7 +105,7 @@ class Controller:
             raise DriverError(c.CWD_NOT_FOUND, f"{cwd} is not a directory on this machine")
 
     async def _route(self, sid: str) -> str:
-        route = await c.session_route(self._client, self._keys, sid)
+        route = await session_route(self._client, self._keys, sid)
         if route is None or route[0] != self._settings.host_id:
             raise DriverError(c.UNKNOWN_SESSION, f"no session {sid} on this machine")
         return route[1]

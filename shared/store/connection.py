@@ -22,6 +22,16 @@ from relaybus.shared.store.keys import Keys
 
 #: getaddrinfo's definite "no such name" answers (EAI_AGAIN, a DNS outage, is retried).
 _UNKNOWN_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+#: "Redis is not usable right now": hold, back off, retry. READONLY is a primary that became a
+#: replica (failover); OOM clears when memory is freed. Other Redis errors are bugs or
+#: misconfiguration and are not retried.
+REDIS_UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    OSError,
+)
 PROBE_TIMEOUT_S = 2.0
 PROBE_INTERVAL_S = 1.0
 

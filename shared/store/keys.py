@@ -1,4 +1,5 @@
-"""Redis key layout. Every key is ``{<ns>}:…`` so one namespace is one cluster slot."""
+"""Redis key layout, every key name in one place. Every key is ``{<ns>}:…`` so one namespace
+is one cluster slot. The lengths and lifetimes of the command keys are here too."""
 
 from __future__ import annotations
 
@@ -56,3 +57,34 @@ class Keys:
 
     def reply(self, gateway_id: str) -> str:
         return f"{self.prefix}reply:{gateway_id}"
+
+    def command_done(self, command_id: str) -> str:
+        """Idempotency record of one command: ``running`` then its reply body."""
+        return f"{self.prefix}cmddone:{command_id}"
+
+    def reservation(self, sid: str) -> str:
+        """A new conversation reserved on a host before its transcript exists: hash host, cwd."""
+        return f"{self.prefix}newconv:{sid}"
+
+    def approvals(self, sid: str) -> str:
+        """Hash requestKey -> JSON ``{host, name, expiresAt}``: the session's held requests."""
+        return f"{self.prefix}session:{sid}:approvals"
+
+    def approval(self, request_key: str) -> str:
+        """One request's decision, claimed once with ``SET NX``."""
+        return f"{self.prefix}approval:{request_key}"
+
+    def approval_resolved(self, sid: str) -> str:
+        """The session's last request to end: ``{requestKey, decision, resolvedAt}``."""
+        return f"{self.prefix}session:{sid}:approval_resolved"
+
+
+#: The consumer group every collector reads its ``cmd:<host>`` stream with.
+GROUP = "collectors"
+CMD_MAXLEN = 10_000
+REPLY_MAXLEN = 10_000
+REPLY_TTL_S = 3600
+#: How long a command id is remembered as executed (:meth:`Keys.command_done`).
+DONE_TTL_S = 7 * 86400
+#: How long a reserved new conversation waits for its first prompt (:meth:`Keys.reservation`).
+RESERVATION_TTL_S = 86400

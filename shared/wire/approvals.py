@@ -1,5 +1,7 @@
 """What collectors and gateways agree on for remote approvals: keys, records, the edit preview.
 
+Key names are :class:`relaybus.shared.store.keys.Keys`; what they hold:
+
 * ``{ns}:session:<sid>:watchers`` — hash gatewayId -> ``"<count>:<expiresAtMs>"``: clients
   with a full-access token watching the session through that gateway. A gateway rewrites
   its field when its count changes and refreshes it well before it expires, so the field
@@ -30,22 +32,42 @@ import orjson
 
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.transcript.edits import edit_info
+from relaybus.shared.wire.errors import ErrorCode
 
 #: Command type (gateway -> ``{ns}:cmd:<host>``) delivering a decision to the holding collector.
 PERMISSION_DECISION = "permission_decision"
 
+# Decisions: how a held request ended (``permission_resolved.decision``, an open union).
 ALLOW = "allow"
 DENY = "deny"
-TIMEOUT = "timeout"
+#: Nobody answered within the approval timeout (a decision, not :attr:`ErrorCode.TIMEOUT`).
+TIMED_OUT = "timeout"
 CANCELLED = "cancelled"
 #: The terminal answered first (the tool's result is in the transcript, or Claude Code's own
 #: dialog closed): the request is over, relaybus decided nothing.
 ANSWERED_ELSEWHERE = "answered_elsewhere"
 CLIENT_DECISIONS = frozenset({ALLOW, DENY})
 
-# Error codes of accept_diff / reject_diff.
-AMBIGUOUS = "ambiguous"
-ALREADY_RESOLVED = "already_resolved"
+# Transitional: names collector/approvals.py still imports (it moves to TIMED_OUT,
+# ErrorCode and Keys with the collector restructuring; then these go).
+TIMEOUT = TIMED_OUT
+ALREADY_RESOLVED = ErrorCode.ALREADY_RESOLVED
+
+
+def pending_key(keys: Keys, sid: str) -> str:
+    """Transitional (collector/): :meth:`Keys.approvals`."""
+    return keys.approvals(sid)
+
+
+def decision_key(keys: Keys, request_key: str) -> str:
+    """Transitional (collector/): :meth:`Keys.approval`."""
+    return keys.approval(request_key)
+
+
+def resolved_key(keys: Keys, sid: str) -> str:
+    """Transitional (collector/): :meth:`Keys.approval_resolved`."""
+    return keys.approval_resolved(sid)
+
 
 #: Watcher fields count for this long by default (``RELAYBUS_WATCHERS_TTL_S``) and are
 #: refreshed every third of it.
@@ -57,18 +79,6 @@ PREVIEW_MAX_CHARS = 16_384
 PREVIEW_FILE_MAX_BYTES = 2 * 1024 * 1024
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
-
-
-def pending_key(keys: Keys, sid: str) -> str:
-    return f"{keys.prefix}session:{sid}:approvals"
-
-
-def decision_key(keys: Keys, request_key: str) -> str:
-    return f"{keys.prefix}approval:{request_key}"
-
-
-def resolved_key(keys: Keys, sid: str) -> str:
-    return f"{keys.prefix}session:{sid}:approval_resolved"
 
 
 def resolved_record(request_key: str, decision: str, resolved_ms: int) -> bytes:

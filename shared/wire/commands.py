@@ -8,20 +8,21 @@ sides import this module, so the stream fields are defined once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
 
+from relaybus.shared import aio
+from relaybus.shared.store import keys as _keys
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.errors import ErrorCode
 
 PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
+#: Client commands a gateway routes to the session's machine (``{ns}:cmd:<host>``).
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
 #: Gateway-internal: publish the history of a session listed without it (relaybus.collector.history).
 LOAD_HISTORY = "load_history"
@@ -30,50 +31,62 @@ LOAD_HISTORY = "load_history"
 CAP_LOAD_HISTORY = "load_history"
 CAP_PROMPTS = "prompts"
 
-GROUP = "collectors"
 #: ``Reply.data`` flag of a second reply: the command failed after its first (ok) reply.
 LATE = "late"
-CMD_MAXLEN = 10_000
-REPLY_MAXLEN = 10_000
-REPLY_TTL_S = 3600
-#: How long a command id is remembered as executed (idempotency record).
-DONE_TTL_S = 7 * 86400
-#: How long a reserved new conversation waits for its first prompt.
-RESERVATION_TTL_S = 86400
 MAX_MESSAGE_CHARS = 100_000
 
-# Error codes. Refusals are ``error`` frames, except a refused interrupt (``interrupt_ack``)
-# and a new conversation's own outcome (``new_conversation_ack``); see :func:`refusal`.
-FORBIDDEN = "forbidden"
-UNKNOWN_SESSION = "unknown_session"
-HOST_OFFLINE = "host_offline"
-TIMEOUT = "timeout"
-INVALID = "invalid_message"
-HOST_REQUIRED = "host_required"
-# Collector-side outcomes.
-PROMPTS_DISABLED = "prompts_disabled"
-CWD_NOT_ALLOWED = "cwd_not_allowed"
-CWD_NOT_FOUND = "cwd_not_found"
-BUSY = "busy"
-UNKNOWN_OUTCOME = "unknown_outcome"
-#: The headless run exited non-zero (the message is the CLI's own reason).
-PROMPT_FAILED = "prompt_failed"
-#: A live Claude Code process relaybus cannot type into (not in tmux) owns the session.
-NOT_CONTROLLABLE = "not_controllable"
-# interrupt_ack codes, exactly as the seed defines them.
-NO_ACTIVE_TURN = "no_active_turn"
-INTERRUPT_UNAVAILABLE = "interrupt_unavailable"
-BRIDGE_ERROR = "bridge_error"
-INTERRUPT_ACK_CODES = frozenset({NO_ACTIVE_TURN, INTERRUPT_UNAVAILABLE, BRIDGE_ERROR})
-GATEWAY_CODES = frozenset({FORBIDDEN, UNKNOWN_SESSION, HOST_OFFLINE, TIMEOUT, INVALID})
+#: Refusals are ``error`` frames, except a refused interrupt (``interrupt_ack``) and a new
+#: conversation's own outcome (``new_conversation_ack``); see :func:`refusal`.
+INTERRUPT_ACK_CODES = frozenset(
+    {ErrorCode.NO_ACTIVE_TURN, ErrorCode.INTERRUPT_UNAVAILABLE, ErrorCode.BRIDGE_ERROR}
+)
+#: Codes the gateway decides: a new conversation refused so gets an ``error`` frame.
+GATEWAY_CODES = frozenset(
+    {
+        ErrorCode.FORBIDDEN,
+        ErrorCode.UNKNOWN_SESSION,
+        ErrorCode.HOST_OFFLINE,
+        ErrorCode.TIMEOUT,
+        ErrorCode.INVALID_MESSAGE,
+    }
+)
+
+# Transitional: names collector/ still imports from here (its call sites move to
+# ErrorCode, relaybus.shared.aio, Keys and relaybus.shared.store.keys with the collector
+# restructuring; then these go).
+UNKNOWN_SESSION = ErrorCode.UNKNOWN_SESSION
+TIMEOUT = ErrorCode.TIMEOUT
+INVALID = ErrorCode.INVALID_MESSAGE
+PROMPTS_DISABLED = ErrorCode.PROMPTS_DISABLED
+CWD_NOT_ALLOWED = ErrorCode.CWD_NOT_ALLOWED
+CWD_NOT_FOUND = ErrorCode.CWD_NOT_FOUND
+BUSY = ErrorCode.BUSY
+UNKNOWN_OUTCOME = ErrorCode.UNKNOWN_OUTCOME
+PROMPT_FAILED = ErrorCode.PROMPT_FAILED
+NOT_CONTROLLABLE = ErrorCode.NOT_CONTROLLABLE
+NO_ACTIVE_TURN = ErrorCode.NO_ACTIVE_TURN
+INTERRUPT_UNAVAILABLE = ErrorCode.INTERRUPT_UNAVAILABLE
+BRIDGE_ERROR = ErrorCode.BRIDGE_ERROR
+GROUP = _keys.GROUP
+REPLY_MAXLEN = _keys.REPLY_MAXLEN
+REPLY_TTL_S = _keys.REPLY_TTL_S
+DONE_TTL_S = _keys.DONE_TTL_S
+RESERVATION_TTL_S = _keys.RESERVATION_TTL_S
+now_ms = aio.now_ms
+
+
+def done_key(keys: Keys, command_id: str) -> str:
+    """Transitional (collector/): :meth:`Keys.command_done`."""
+    return keys.command_done(command_id)
+
+
+def reservation_key(keys: Keys, sid: str) -> str:
+    """Transitional (collector/): :meth:`Keys.reservation`."""
+    return keys.reservation(sid)
 
 
 class EnvelopeError(ValueError):
     """A stream entry is not a well-formed command or reply."""
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _text(fields: Mapping[bytes, bytes], name: str, *, required: bool = True) -> str:
@@ -210,7 +223,7 @@ def client_frame(command: Command, reply: Reply) -> dict[str, Any]:
     if not reply.ok:
         return refusal(
             command.type,
-            reply.code or BRIDGE_ERROR,
+            reply.code or ErrorCode.BRIDGE_ERROR,
             reply.message or "command failed",
             request_id=rid,
             trace_id=trace,
@@ -229,16 +242,6 @@ def client_frame(command: Command, reply: Reply) -> dict[str, Any]:
     return _with_ids(frame, rid, trace)
 
 
-def done_key(keys: Keys, command_id: str) -> str:
-    """Idempotency record of one command: ``running`` then its reply body."""
-    return f"{keys.prefix}cmddone:{command_id}"
-
-
-def reservation_key(keys: Keys, sid: str) -> str:
-    """A new conversation reserved on a host before its transcript exists: hash host, cwd."""
-    return f"{keys.prefix}newconv:{sid}"
-
-
 def host_capabilities(heartbeat: bytes | str | None) -> list[str]:
     """The ``capabilities`` of a ``{ns}:host:<host>`` heartbeat value ([] when absent or unreadable)."""
     if heartbeat is None:
@@ -249,22 +252,3 @@ def host_capabilities(heartbeat: bytes | str | None) -> list[str]:
         return []
     caps = value.get("capabilities") if isinstance(value, dict) else None
     return [str(x) for x in caps] if isinstance(caps, list) else []
-
-
-async def ensure_group(client: aioredis.Redis, stream: str) -> None:
-    """Create the ``collectors`` group (and the stream) unless it exists; only BUSYGROUP is ignored."""
-    try:
-        await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
-    except ResponseError as exc:
-        if not str(exc).startswith("BUSYGROUP"):
-            raise
-
-
-async def session_route(client: aioredis.Redis, keys: Keys, sid: str) -> tuple[str, str] | None:
-    """``(host, cwd)`` of a known or reserved session, or ``None`` when there is none."""
-    host, cwd = await client.hmget(keys.session(sid), ["host", "cwd"])
-    if host is None:
-        host, cwd = await client.hmget(reservation_key(keys, sid), ["host", "cwd"])
-    if not isinstance(host, bytes):
-        return None
-    return host.decode(), cwd.decode() if isinstance(cwd, bytes) else ""

@@ -73,11 +73,19 @@ def session_ended(sid: str, *, reason: str) -> bytes:
     return _prefix({"type": SESSION_ENDED, "sessionId": sid, "reason": reason})
 
 
-def turn_status(sid: str, *, state: str, since: int, waiting_for: str | None = None) -> bytes:
+def turn_status_frame(
+    sid: str, *, state: str, since: int, waiting_for: str | None = None
+) -> dict[str, Any]:
+    """The ``turn_status`` frame (without ``seqId``): logged by the collector, and sent by a
+    gateway from the session hash to a client that starts watching."""
     frame: dict[str, Any] = {"type": TURN_STATUS, "sessionId": sid, "state": state, "since": since}
     if waiting_for:
         frame["waitingFor"] = waiting_for
-    return _prefix(frame)
+    return frame
+
+
+def turn_status(sid: str, *, state: str, since: int, waiting_for: str | None = None) -> bytes:
+    return _prefix(turn_status_frame(sid, state=state, since=since, waiting_for=waiting_for))
 
 
 def permission_request(

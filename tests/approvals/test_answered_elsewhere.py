@@ -91,7 +91,7 @@ async def test_tool_result_in_the_transcript_resolves_the_request(
     rc, out, _ = await run.result(RESOLVE_S * 2)
     assert (rc, out) == (0, "")
     assert not await decide(admin, keys, str(req["requestKey"]), ap.ALLOW)  # already_resolved
-    assert not await admin.hgetall(ap.pending_key(keys, sid))
+    assert not await admin.hgetall(keys.approvals(sid))
     assert await admin.hget(keys.session(sid), "state") == b"working"
 
 

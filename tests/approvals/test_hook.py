@@ -85,7 +85,7 @@ async def test_accept_allows(
     assert (done[0]["requestKey"], done[0]["decision"]) == (req["requestKey"], "allow")
     states = [f["state"] for f in await log_frames(admin, keys, sid, "turn_status")]
     assert states[-2:] == ["waiting", "working"]
-    assert not await admin.hgetall(ap.pending_key(keys, sid))
+    assert not await admin.hgetall(keys.approvals(sid))
 
 
 async def test_reject_denies_with_reason(

@@ -94,9 +94,9 @@ async def test_terminal_answered_then_keyless_accept_is_already_resolved(
         late = await _keyless_accept(ws, "late")
         assert (late["type"], late["code"]) == ("error", "already_resolved")
         assert req["requestKey"] in late["message"]
-        record = ap.parse_resolved(await admin.get(ap.resolved_key(keys, sid)))
+        record = ap.parse_resolved(await admin.get(keys.approval_resolved(sid)))
         assert record == (req["requestKey"], ap.ANSWERED_ELSEWHERE)
-        assert 0 < await admin.ttl(ap.resolved_key(keys, sid)) <= TIMEOUT_S * 10
+        assert 0 < await admin.ttl(keys.approval_resolved(sid)) <= TIMEOUT_S * 10
         assert not ws.of_type("decision_ack")
 
 
@@ -119,7 +119,7 @@ async def test_keyless_accept_is_no_pending_request_once_the_timeout_passed(
         )
         req = await ws.expect("permission_request", wait_s=30)
         done = await ws.expect("permission_resolved", wait_s=TIMEOUT_S + 10)
-        assert (done["requestKey"], done["decision"]) == (req["requestKey"], ap.TIMEOUT)
+        assert (done["requestKey"], done["decision"]) == (req["requestKey"], ap.TIMED_OUT)
         ended = time.monotonic()
         late = await _keyless_accept(ws, "late")
         assert late["code"] == "already_resolved"
@@ -157,6 +157,6 @@ async def test_nothing_ever_requested_is_no_pending_request(
         await ws.send({"type": "reject_diff", "requestId": "rej", "sessionId": sid})
         rej = await ws.expect("error")
         assert (rej["requestId"], rej["code"]) == ("rej", "no_pending_request")
-    assert await admin.get(ap.resolved_key(keys, sid)) is None
-    assert not await admin.hgetall(ap.pending_key(keys, sid))
+    assert await admin.get(keys.approval_resolved(sid)) is None
+    assert not await admin.hgetall(keys.approvals(sid))
     assert await admin.keys(f"{keys.prefix}approval:*") == []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from relaybus.collector.history import HistoryRequests
+from relaybus.shared.aio import now_ms
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command
 from tests.support.collector_records import (
@@ -34,7 +35,7 @@ def _texts(frames: list[dict[str, Any]]) -> list[str]:
 
 
 def _cmd(sid: str) -> Command:
-    return Command("cmd-" + sid, c.LOAD_HISTORY, sid, "gw", c.now_ms() + 10_000)
+    return Command("cmd-" + sid, c.LOAD_HISTORY, sid, "gw", now_ms() + 10_000)
 
 
 async def test_old_session_is_listed_without_history(

@@ -20,10 +20,13 @@ from prometheus_client import CollectorRegistry
 from relaybus.collector.commands import CommandConsumer
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.metrics import CollectorMetrics
+from relaybus.shared.aio import now_ms
+from relaybus.shared.store.command_streams import ensure_group, session_route
 from relaybus.shared.store.connection import connect
-from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.keys import GROUP, Keys
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, Reply
+from relaybus.shared.wire.errors import ErrorCode
 from tests.conftest import make_settings
 from tests.support.commands_env import RecordingHooks, texts, wait_for
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
@@ -51,7 +54,7 @@ class Bus:
             type=type_,
             session_id=sid,
             gateway_id=GW,
-            deadline_ms=c.now_ms() + 30_000,
+            deadline_ms=now_ms() + 30_000,
             payload=payload,
             request_id="r-1",
             trace_id="t-1",
@@ -59,7 +62,7 @@ class Bus:
 
     async def send(self, cmd: Command) -> None:
         stream = self.keys.cmd("testhost")
-        await c.ensure_group(self.client, stream)
+        await ensure_group(self.client, stream)
         await self.client.xadd(stream, cmd.fields())  # type: ignore[arg-type]
 
     async def replies(self) -> list[Reply]:
@@ -233,7 +236,7 @@ async def test_new_conversation_then_first_prompt_uses_session_id(
     reply = await bus.call(c.NEW_CONVERSATION, cwd=str(bus.workdir))
     assert reply.ok and reply.data["host"] == "testhost" and reply.data["cwd"] == str(bus.workdir)
     sid = reply.data["sessionId"]
-    assert await c.session_route(bus.client, bus.keys, sid) == ("testhost", str(bus.workdir))
+    assert await session_route(bus.client, bus.keys, sid) == ("testhost", str(bus.workdir))
     assert (await bus.call(c.PROMPT, sid, message="hello new")).ok
     await wait_for(lambda: ("ended", sid, None) in bus.hooks.calls, what="first run")
     path = transcript_path(bus.claude_dir, str(bus.workdir), sid)
@@ -286,14 +289,14 @@ async def test_command_held_by_a_crashed_collector_runs_once(start_bus: Callable
     cmd = bus.command(c.PROMPT, sid, message="held")
     await bus.send(cmd)
     stream = bus.keys.cmd("testhost")
-    held = await bus.client.xreadgroup(c.GROUP, "testhost", {stream: ">"}, count=10)
+    held = await bus.client.xreadgroup(GROUP, "testhost", {stream: ">"}, count=10)
     assert len(held[0][1]) == 1
     await start_bus()
     reply = await bus.reply_to(cmd)
     assert reply.ok
     await wait_for(lambda: texts(path, "assistant")[-1] == "Done: held", what="run")
     assert texts(path, "user").count("held") == 1
-    assert (await bus.client.xpending(stream, c.GROUP))["pending"] == 0
+    assert (await bus.client.xpending(stream, GROUP))["pending"] == 0
 
 
 async def test_command_that_started_before_a_crash_is_not_run_again(
@@ -305,8 +308,8 @@ async def test_command_that_started_before_a_crash_is_not_run_again(
     cmd = bus.command(c.PROMPT, sid, message="maybe ran")
     await bus.send(cmd)
     stream = bus.keys.cmd("testhost")
-    await bus.client.xreadgroup(c.GROUP, "testhost", {stream: ">"}, count=10)
-    await bus.client.set(c.done_key(bus.keys, cmd.id), "running")
+    await bus.client.xreadgroup(GROUP, "testhost", {stream: ">"}, count=10)
+    await bus.client.set(bus.keys.command_done(cmd.id), "running")
     await start_bus()
     reply = await bus.reply_to(cmd)
     assert (reply.ok, reply.code) == (False, "unknown_outcome")
@@ -340,7 +343,7 @@ async def test_a_run_that_fails_at_once_is_answered_with_its_reason(
     elsewhere.mkdir()
     await bus.client.hset(bus.keys.session(sid), "cwd", str(elsewhere))
     reply = await bus.call(c.PROMPT, sid, message="hello?")
-    assert (reply.ok, reply.code) == (False, c.PROMPT_FAILED)
+    assert (reply.ok, reply.code) == (False, ErrorCode.PROMPT_FAILED)
     assert reply.message is not None and "No conversation found" in reply.message
     await wait_for(lambda: any(k == "failed" for k, *_ in bus.hooks.calls), what="failure hook")
 
@@ -362,7 +365,7 @@ async def test_a_run_that_fails_after_taking_the_prompt_sends_a_late_reply(
         )
 
     second = await wait_for(late, what="the late failure")
-    assert (second.ok, second.code) == (False, c.PROMPT_FAILED)
+    assert (second.ok, second.code) == (False, ErrorCode.PROMPT_FAILED)
     assert second.message is not None and "stand-in refusal" in second.message
     assert c.client_frame(cmd, second)["type"] == "error"
 
@@ -399,7 +402,7 @@ async def test_a_live_session_outside_tmux_refuses_prompts(start_bus: Callable[.
             json.dumps({"pid": proc.pid, "sessionId": sid, "cwd": str(bus.workdir)})
         )
         reply = await bus.call(c.PROMPT, sid, message="hi")
-        assert (reply.ok, reply.code) == (False, c.NOT_CONTROLLABLE)
+        assert (reply.ok, reply.code) == (False, ErrorCode.NOT_CONTROLLABLE)
         assert bus.runs() == []  # no second writer
     finally:
         proc.kill()
@@ -412,9 +415,9 @@ async def test_an_interrupt_of_a_session_shown_working_is_never_no_active_turn(
     """Shown working, nothing here to stop: interrupt_unavailable; shown idle: no_active_turn."""
     bus: Bus = await start_bus()
     sid, _ = await bus.session()
-    assert (await bus.call(c.INTERRUPT, sid)).code == c.NO_ACTIVE_TURN
+    assert (await bus.call(c.INTERRUPT, sid)).code == ErrorCode.NO_ACTIVE_TURN
     await bus.client.hset(bus.keys.session(sid), "state", "working")
-    assert (await bus.call(c.INTERRUPT, sid)).code == c.INTERRUPT_UNAVAILABLE
+    assert (await bus.call(c.INTERRUPT, sid)).code == ErrorCode.INTERRUPT_UNAVAILABLE
 
 
 async def test_an_interrupt_is_not_held_up_by_a_starting_prompt(

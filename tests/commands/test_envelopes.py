@@ -6,6 +6,7 @@ import pytest
 
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
+from relaybus.shared.wire.errors import ErrorCode
 
 
 def _cmd(type_: str = c.PROMPT, **kw: object) -> Command:
@@ -50,7 +51,7 @@ def test_malformed_command_raises_envelope_error() -> None:
 
 def test_reply_round_trips_through_stream_fields() -> None:
     """Replies keep ok, code, message and data."""
-    reply = Reply("cmd-1", False, c.BUSY, "busy now", {"x": 1})
+    reply = Reply("cmd-1", False, ErrorCode.BUSY, "busy now", {"x": 1})
     assert Reply.from_fields(_wire(reply.fields())) == reply
 
 
@@ -68,7 +69,7 @@ def test_prompt_ok_becomes_prompt_sent_with_request_and_trace_ids() -> None:
 
 def test_prompt_failure_becomes_error_frame() -> None:
     """A refused prompt is an error frame with the collector's code."""
-    frame = c.client_frame(_cmd(), Reply.failure("cmd-1", c.BUSY, "busy"))
+    frame = c.client_frame(_cmd(), Reply.failure("cmd-1", ErrorCode.BUSY, "busy"))
     assert frame["type"] == "error" and frame["code"] == "busy" and frame["requestId"] == "r-1"
 
 
@@ -82,9 +83,14 @@ def test_interrupt_codes_become_interrupt_ack(code: str) -> None:
 def test_gateway_refusals_are_errors_except_for_interrupts() -> None:
     """host_offline/timeout/unknown_session are error frames, but interrupt_ack for an interrupt."""
     for type_ in sorted(c.COMMAND_TYPES - {c.INTERRUPT}):
-        for code in (c.FORBIDDEN, c.HOST_OFFLINE, c.TIMEOUT):
+        for code in (ErrorCode.FORBIDDEN, ErrorCode.HOST_OFFLINE, ErrorCode.TIMEOUT):
             assert c.refusal(type_, code, "m", request_id="r")["type"] == "error"
-    for code in (c.HOST_OFFLINE, c.TIMEOUT, c.UNKNOWN_SESSION, c.PROMPTS_DISABLED):
+    for code in (
+        ErrorCode.HOST_OFFLINE,
+        ErrorCode.TIMEOUT,
+        ErrorCode.UNKNOWN_SESSION,
+        ErrorCode.PROMPTS_DISABLED,
+    ):
         frame = c.refusal(c.INTERRUPT, code, "m", request_id="r", session_id="s")
         assert frame == {
             "type": "interrupt_ack",
@@ -111,5 +117,5 @@ def test_new_conversation_outcomes_are_acks() -> None:
         "requestId": "r-1",
         "traceId": "t-1",
     }
-    bad = c.client_frame(cmd, Reply.failure("cmd-1", c.CWD_NOT_ALLOWED, "no"))
+    bad = c.client_frame(cmd, Reply.failure("cmd-1", ErrorCode.CWD_NOT_ALLOWED, "no"))
     assert bad["type"] == "new_conversation_ack" and bad["errorCode"] == "cwd_not_allowed"

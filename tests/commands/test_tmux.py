@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import TmuxDriver
+from relaybus.shared.aio import now_ms
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
@@ -85,7 +86,7 @@ async def admin(server: RedisServer, namespace: str) -> AsyncIterator[aioredis.R
 
 
 def _cmd(type_: str, sid: str, **payload: object) -> Command:
-    return Command(str(uuid.uuid4()), type_, sid, "gw", c.now_ms() + 30_000, dict(payload))
+    return Command(str(uuid.uuid4()), type_, sid, "gw", now_ms() + 30_000, dict(payload))
 
 
 async def test_prompt_and_interrupt_through_the_pane(

@@ -8,7 +8,6 @@ import pytest
 from relaybus.gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
 from relaybus.gateway.events import Event, from_entry, ws_text_frame
 from relaybus.gateway.protocol import (
-    ErrorCode,
     Hello,
     ProtocolError,
     WatchSession,
@@ -16,6 +15,7 @@ from relaybus.gateway.protocol import (
     parse_client_frame,
 )
 from relaybus.gateway.replay import Gap, leading_gap, merge, with_held_gaps
+from relaybus.shared.wire.errors import ErrorCode
 from tests.conftest import make_settings
 from tests.support.gateway_publish import event_prefix
 

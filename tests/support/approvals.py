@@ -125,7 +125,7 @@ async def decide(
     """What the deciding gateway does first: claim the decision (first writer wins)."""
     return bool(
         await client.set(
-            ap.decision_key(keys, request_key),
+            keys.approval(request_key),
             ap.decision_record(decision, message),
             nx=True,
             ex=600,

@@ -17,7 +17,6 @@ import pytest
 import redis
 
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire.commands import reservation_key
 from tests.support import web as w
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import poll, transcript
@@ -156,7 +155,7 @@ async def test_watching_a_reserved_new_conversation_is_an_empty_replay(
     client = redis.Redis.from_url(server.url)
     try:
         client.hset(
-            reservation_key(Keys(namespace), new_sid), mapping={"host": "testhost", "cwd": "/tmp"}
+            Keys(namespace).reservation(new_sid), mapping={"host": "testhost", "cwd": "/tmp"}
         )
     finally:
         client.close()

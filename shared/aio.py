@@ -1,0 +1,70 @@
+"""Clock, backoff and cancellation helpers both sides share (no Redis, no I/O of their own).
+
+redis-py (8.x, on Python 3.11) can swallow a cancellation that lands while a read is
+inside its socket-timeout context: the command returns normally, or raises a connection
+error, and the loop around it goes on (reproduced with XREAD BLOCK in a cancel loop).
+Loops that catch connection errors call :func:`reraise_if_cancelling`; owners stop such
+tasks with :func:`cancel_and_wait`, which cancels again until the task is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    """The wall clock in whole milliseconds (what every stamp on the wire uses)."""
+    return int(time.time() * 1000)
+
+
+class Backoff:
+    """Jittered exponential delays for retrying: the n-th is ``min(max_s, first_s * 2**n)``
+    times a random factor in [0.5, 1]; :meth:`reset` after a success."""
+
+    def __init__(self, first_s: float = 0.05, max_s: float = 5.0) -> None:
+        self.first_s, self.max_s, self.n = first_s, max_s, 0
+
+    def next(self) -> float:
+        delay = min(self.max_s, self.first_s * 2**self.n)
+        self.n += 1
+        return float(delay * random.uniform(0.5, 1.0))
+
+    def reset(self) -> None:
+        self.n = 0
+
+
+async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+def reraise_if_cancelling(exc: BaseException) -> None:
+    """Raise ``CancelledError`` (from ``exc``) when the current task is being cancelled:
+    redis-py may have turned the cancellation into ``exc``, and swallowing it would make a
+    shutdown wait forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError from exc
+
+
+async def cancel_and_wait(
+    task: asyncio.Task[None], *, step_s: float = 0.5, tries: int = 40
+) -> None:
+    """Cancel ``task`` (again every ``step_s`` while it keeps running) and wait for it."""
+    for _ in range(tries):
+        if task.done():
+            break
+        task.cancel()
+        await asyncio.wait({task}, timeout=step_s)
+    if not task.done():
+        log.error("task %s ignored %d cancellations", task.get_name(), tries)
+        return
+    if not task.cancelled() and task.exception() is not None:
+        log.error("task %s failed", task.get_name(), exc_info=task.exception())

@@ -1,0 +1,29 @@
+"""Redis operations of the command path (``{ns}:cmd:<host>``, reservations, the session route)."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from relaybus.shared.store.keys import GROUP, Keys
+from relaybus.shared.store.session_row import Field
+
+
+async def ensure_group(client: aioredis.Redis, stream: str) -> None:
+    """Create the ``collectors`` group (and the stream) unless it exists; only BUSYGROUP is ignored."""
+    try:
+        await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    except ResponseError as exc:
+        if not str(exc).startswith("BUSYGROUP"):
+            raise
+
+
+async def session_route(client: aioredis.Redis, keys: Keys, sid: str) -> tuple[str, str] | None:
+    """``(host, cwd)`` of a known or reserved session, or ``None`` when there is none."""
+    fields = [Field.HOST, Field.CWD]
+    host, cwd = await client.hmget(keys.session(sid), fields)
+    if host is None:
+        host, cwd = await client.hmget(keys.reservation(sid), fields)
+    if not isinstance(host, bytes):
+        return None
+    return host.decode(), cwd.decode() if isinstance(cwd, bytes) else ""
