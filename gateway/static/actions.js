@@ -2,7 +2,7 @@
 // (prompt_sent, interrupt_ack, permission_request/resolved, request-bound errors).
 
 import { newId } from "./connection.js";
-import { errorText } from "./toolDisplay.js";
+import { errorText } from "./errorWords.js";
 
 const DECISION_WORDS = {
   approve: "Approved",

@@ -7,7 +7,7 @@ import { renderList } from "./listView.js";
 import { NewConversationView } from "./newConversation.js";
 import { emptyText, freshnessText, promptsAllowed } from "./sessionState.js";
 import { Store } from "./store.js";
-import { errorText } from "./toolDisplay.js";
+import { errorText } from "./errorWords.js";
 
 const TOKEN_KEY = "relaybus.token";
 // blocks_only: the server leaves out event.data, which this client never reads when blocks

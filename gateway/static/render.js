@@ -4,14 +4,10 @@
 import { h, prettyJson } from "./dom.js";
 import { legacyBlocks } from "./legacy.js";
 import { looksLikeMarkdown, parseMarkdown } from "./markdown.js";
-import {
-  commandPreview,
-  diffRows,
-  formatBytes,
-  formatEditDelta,
-  isAgentTool,
-  toolLabel,
-} from "./toolDisplay.js";
+import { commandPreview } from "./commandPreview.js";
+import { diffRows, formatEditDelta } from "./diff.js";
+import { formatBytes } from "./text.js";
+import { isAgentTool, toolLabel } from "./toolLabel.js";
 
 const USER_TYPES = new Set(["user", "text", "message"]);
 const KNOWN_TYPES = new Set([...USER_TYPES, "assistant", "tool_use", "tool_result", "thinking"]);

@@ -1,7 +1,7 @@
 // Service worker: caches the app shell only (never messages, never /ws or API responses).
 // Network first, so a new deploy takes effect at once; the cache is the offline fallback.
 
-const CACHE = "relaybus-shell-v3";
+const CACHE = "relaybus-shell-v4";
 const SHELL = [
   "./",
   "index.html",
@@ -9,8 +9,11 @@ const SHELL = [
   "app.js",
   "actions.js",
   "chatView.js",
+  "commandPreview.js",
   "connection.js",
+  "diff.js",
   "dom.js",
+  "errorWords.js",
   "indicator.js",
   "legacy.js",
   "listView.js",
@@ -19,7 +22,8 @@ const SHELL = [
   "render.js",
   "sessionState.js",
   "store.js",
-  "toolDisplay.js",
+  "text.js",
+  "toolLabel.js",
   "manifest.webmanifest",
   "icon.svg",
   "icon-192.png",
