@@ -26,7 +26,9 @@ def test_fragment_token_link_signs_in_under_the_csp(page: Page, stack: Stack) ->
     expect(page.locator("#list-view")).to_be_visible()
     assert "token" not in page.url
     assert page.evaluate("localStorage.getItem('relaybus.token')") == TOKEN
-    loaded = page.evaluate("performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)")
+    loaded = page.evaluate(
+        "performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+    )
     modules = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js"}
     assert modules <= set(loaded), "every module is fetched from this origin"
     assert violations == []
