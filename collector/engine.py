@@ -18,7 +18,7 @@ from relaybus.collector.files import FileEntry, FileSync
 from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.paths import classify
 from relaybus.collector.publisher import Publisher, now_ms
-from relaybus.collector.sessions import Projection, end_events, turn_event, turn_hash
+from relaybus.collector.sessions import end_events, turn_event, turn_hash
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.wire.ids import valid_session_id
@@ -42,7 +42,6 @@ class Engine:
         settings: Settings,
         publisher: Publisher,
         metrics: CollectorMetrics,
-        projection: Projection,
     ) -> None:
         self.settings = settings
         self.pub = publisher
@@ -51,9 +50,7 @@ class Engine:
         self.projects = self.root / "projects"
         self.sessions_dir = self.root / "sessions"
         self.observers: list[SessionObserver] = []
-        self.filesync = FileSync(
-            settings, publisher, metrics, projection, self.root, self.observers
-        )
+        self.filesync = FileSync(settings, publisher, metrics, self.root, self.observers)
         self.live_pids: dict[str, int] = {}
         #: Sessions whose live-process file is gone while their process still runs.
         self.closing: set[str] = set()

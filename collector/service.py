@@ -30,7 +30,6 @@ from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import EpochChanged
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.transcript import projection
 from relaybus.shared.wire.approvals import PERMISSION_DECISION
 from relaybus.shared.wire.commands import LOAD_HISTORY
 
@@ -206,7 +205,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     metrics = CollectorMetrics(registry)
     client = connect(settings)
     wake = Wake(settings.claude_dir)
-    engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
+    engine = Engine(settings, Publisher(client, settings, metrics), metrics)
     approvals = Approvals(settings, wake.event.set, registry)
     engine.observers.append(approvals)  # the terminal answering first resolves held requests
     history = HistoryRequests(wake.event.set)

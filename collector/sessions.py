@@ -12,10 +12,11 @@ import collections
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from relaybus.collector.turns import IDLE, WORKING, TurnChange, TurnTracker
 from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.transcript.projection import Projected
 from relaybus.shared.wire import frames
 
 #: Rank of "the first real user prompt": only the first one counts. Candidates of this
@@ -32,48 +33,6 @@ MAX_WARMUP_AGENTS = 64
 MAX_AGENT_PARENTS = 256
 #: Sub-agent ids of compaction runs start so.
 COMPACTION_AGENT_PREFIX = "acompact"
-
-
-class LineFacts(Protocol):
-    """What the collector reads from a projected line (``relaybus.shared.transcript.projection.Projected``)."""
-
-    @property
-    def publish(self) -> bool: ...
-    @property
-    def event(self) -> dict[str, Any] | None: ...
-    @property
-    def cwd(self) -> str | None: ...
-    @property
-    def entrypoint(self) -> str | None: ...
-    @property
-    def timestamp_ms(self) -> int | None: ...
-    @property
-    def is_sidechain(self) -> bool: ...
-    @property
-    def agent_id(self) -> str | None: ...
-    @property
-    def title(self) -> tuple[int, str] | None: ...
-    @property
-    def turn(self) -> str | None: ...
-    @property
-    def malformed(self) -> bool: ...
-    @property
-    def drop_reason(self) -> str | None: ...
-    @property
-    def session_id(self) -> str | None: ...
-    @property
-    def leaf_uuid(self) -> str | None: ...
-    @property
-    def agent_parent(self) -> tuple[str, str] | None: ...
-
-
-class Projection(Protocol):
-    """The projection module's interface (``relaybus.shared.transcript.projection``)."""
-
-    def project_line(
-        self, raw: bytes, *, data_max_bytes: int = ..., text_max_chars: int = ...
-    ) -> LineFacts: ...
-    def oversize_line(self, size: int) -> LineFacts: ...
 
 
 @dataclass(slots=True)
@@ -240,7 +199,7 @@ class BatchPlan:
         #: Backfill: the newest line that may (re)start the session.
         self._start_ms: int | None = None
 
-    def prime(self, lines: Iterable[LineFacts]) -> None:
+    def prime(self, lines: Iterable[Projected]) -> None:
         """Learn cwd/entrypoint (and the first prompt) from the batch before anything is
         announced, so that ``session_started`` carries them."""
         st = self.state
@@ -262,7 +221,7 @@ class BatchPlan:
                 st.entrypoint = p.entrypoint
                 self.hash["entrypoint"] = p.entrypoint
 
-    def encode(self, p: LineFacts) -> OutEvent | None:
+    def encode(self, p: Projected) -> OutEvent | None:
         """The ``session_event`` of a published line (None for a bookkeeping line)."""
         agent = p.agent_id or self.agent_id
         link = p.agent_parent
@@ -294,7 +253,7 @@ class BatchPlan:
                 event["parentToolUseId"] = parent
         return line_event(self.state.sid, event)
 
-    def line(self, p: LineFacts, encoded: OutEvent | None = None) -> None:
+    def line(self, p: Projected, encoded: OutEvent | None = None) -> None:
         """Plan one line; ``encoded`` is its :meth:`encode` when the caller did that already.
 
         Only a published line starts a session that is not live, and one whose process
@@ -357,7 +316,7 @@ class BatchPlan:
                 self.hash.update(turn_hash(change))
             change = st.turn.settle(ts)
 
-    def _may_start(self, p: LineFacts, sidechain: bool) -> bool:
+    def _may_start(self, p: Projected, sidechain: bool) -> bool:
         if self.state.end_reason != "exit":
             return True
         return p.turn == WORKING and not sidechain
