@@ -2,6 +2,10 @@
 
 Resolved once at start-up (argument → ``RELAYBUS_*`` environment → ``.env`` → default)
 and passed in; nothing reads the environment at import time.
+
+Over 300 lines on purpose: it is one class of fields, each with its description (the CLI's
+``--help`` is generated from them; a test holds docs/configuration.md to them), bounds and
+validator; split by role, one setting's rules would live apart from the model resolving it.
 """
 
 from __future__ import annotations
