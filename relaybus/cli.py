@@ -68,7 +68,15 @@ GATEWAY_FIELDS = [
     "gateway_id",
     "watchers_ttl_s",
     "command_timeout_seconds",
+    "send_buffer_bytes",
+    "write_timeout_s",
+    "header_timeout_s",
+    "max_connections",
+    "allowed_origins",
 ]
+#: Settings read from the environment only, never a flag: name -> why (checked by
+#: tests/shared/test_cli.py: every other setting is a flag of some subcommand).
+ENV_ONLY: dict[str, str] = {}
 
 
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)

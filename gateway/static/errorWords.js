@@ -24,14 +24,26 @@ const ERROR_WORDS = {
   ambiguous: "Several requests are waiting; answer one of them.",
   already_resolved: "Someone already answered that request.",
   no_pending_request: "There is no request waiting for an answer.",
+  bad_json: "The app sent something the server couldn't read.",
+  not_object: "The app sent something the server couldn't read.",
+  unknown_type: "This server doesn't know that request.",
+  frame_too_large: "That request is too large to send.",
+  bad_state: "The app and the server got out of step; reload the page.",
+  prompt_failed: "Claude Code couldn't run that prompt",
+  not_controllable: "That session runs in a terminal relaybus can't type into (not in tmux).",
 };
+
+// Codes whose message is the reason worth showing (prompt_failed: the CLI's own words).
+const WITH_REASON = new Set(["prompt_failed"]);
 
 /** Every code with plain words (for tests and docs). */
 export const KNOWN_ERROR_CODES = Object.freeze(Object.keys(ERROR_WORDS));
 
 /** A plain-words explanation of an error code (OPEN union: unknown codes still read well). */
 export function errorText(code, message) {
-  if (typeof code === "string" && ERROR_WORDS[code]) return ERROR_WORDS[code];
   const detail = typeof message === "string" && message ? `: ${message}` : "";
+  if (typeof code === "string" && ERROR_WORDS[code]) {
+    return WITH_REASON.has(code) ? `${ERROR_WORDS[code]}${detail || "."}` : ERROR_WORDS[code];
+  }
   return `Something went wrong (${code || "error"})${detail}`;
 }

@@ -7,6 +7,7 @@ settings, a port is taken, a directory cannot be used).
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from relaybus.cli import COMMANDS, build_parser, settings_from_args
+from relaybus.cli import COMMANDS, ENV_ONLY, build_parser, settings_from_args
 from relaybus.shared.settings import Settings, SettingsError, load_settings
 from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES, DEFAULT_KIND
@@ -501,3 +502,23 @@ def test_default_claude_dir_missing_is_created_with_a_warning(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
         client.close()
+
+
+def test_every_setting_has_a_cli_role() -> None:
+    """Each Settings field is a flag of some relaybus subcommand, or env-only with a reason."""
+    parser = build_parser()
+    subcommands = next(
+        a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+    flags = {
+        flag for sub in subcommands.values() for a in sub._actions for flag in a.option_strings
+    }
+    for name in Settings.model_fields:
+        if name in ENV_ONLY:
+            assert ENV_ONLY[name].strip(), f"{name} is env-only without a reason"
+            assert f"--{name.replace('_', '-')}" not in flags, f"{name} is env-only and a flag"
+        else:
+            assert f"--{name.replace('_', '-')}" in flags, (
+                f"{name} has no flag and no env-only reason"
+            )
+    assert set(ENV_ONLY) <= set(Settings.model_fields), "ENV_ONLY names an unknown setting"

@@ -10,4 +10,6 @@ test("error codes are explained in plain words; unknown codes still read well", 
   }
   assert.match(errorText("prompts_disabled"), /turned off/);
   assert.equal(errorText("weird_new_code", "detail"), "Something went wrong (weird_new_code): detail");
+  assert.equal(errorText("prompt_failed", "exit 1"), "Claude Code couldn't run that prompt: exit 1");
+  assert.equal(errorText("prompt_failed"), "Claude Code couldn't run that prompt.");
 });
