@@ -57,6 +57,8 @@ async def watcher(url: str, held: list[tuple[int, str]], gaps: list[Any]) -> Cli
                 f = orjson.loads(raw)
                 if f["type"] == "gap_detected":
                     gaps.append(f)
+                    if f["reason"] == "rewound":  # what we hold from there on is void
+                        held[:] = [(q, t) for q, t in held if q < f["fromSeqId"]]
                 elif f["type"] == "session_event":
                     blocks = f["event"].get("blocks") or []
                     text = blocks[0].get("text", "") if blocks else ""
@@ -147,7 +149,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 "missing": len(missing),
                 "missing_announced": len(covered),
                 "duplicated": sum(n - 1 for n in have.values() if n > 1),
-                "gaps": len(g),
+                "gaps": dict(Counter(x["reason"] for x in g)),
             }
         )
     return {
