@@ -99,6 +99,8 @@ async def run_client(c: Client, gateways: list[GatewayProc], stop: asyncio.Event
                         c.epoch = frame["epoch"]
                     elif kind == "gap_detected":
                         c.gaps.append((frame["fromSeqId"], frame["toSeqId"], frame["reason"]))
+                        if frame["reason"] == "rewound":  # what it holds from there is void
+                            c.texts = [(q, t) for q, t in c.texts if q < frame["fromSeqId"]]
                         if frame["reason"] == "epoch":
                             c.epoch = frame.get("epoch", c.epoch)
                     elif kind == "session_event":
