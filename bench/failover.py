@@ -71,7 +71,6 @@ async def watcher(url: str, held: list[tuple[int, str]], gaps: list[Any]) -> Cli
 
 async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rig = SentinelRig(root / "ha", down_after_ms=1000)
-    rig.start()
     claude = root / "claude"
     (claude / "projects").mkdir(parents=True)
     (claude / "sessions").mkdir()
@@ -89,6 +88,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     env = {"RELAYBUS_REDIS_SENTINELS": rig.sentinels, "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "1"}
     keys = Keys(NS)
     try:
+        rig.start()
         with (
             CollectorProc(redis_url=rig.primary.url, namespace=NS, claude_dir=claude, env=env),
             GatewayProc(redis_url=rig.primary.url, namespace=NS, tokens="t", env=env) as ga,

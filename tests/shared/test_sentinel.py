@@ -19,9 +19,11 @@ from tests.support.servers import RedisServer
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelRig]:
     ha = SentinelRig(tmp_path_factory.mktemp("ha"))
-    ha.start()
-    yield ha
-    ha.stop()
+    try:
+        ha.start()
+        yield ha
+    finally:
+        ha.stop()
 
 
 def test_sentinel_addresses_parse_and_refuse() -> None:

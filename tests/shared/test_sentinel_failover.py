@@ -63,9 +63,11 @@ async def holds(clients: list[WsClient], want: set[str], wait_s: float) -> None:
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[SentinelRig]:
     ha = SentinelRig(tmp_path / "ha", down_after_ms=1000)
-    ha.start()
-    yield ha
-    ha.stop()
+    try:
+        ha.start()
+        yield ha
+    finally:
+        ha.stop()
 
 
 async def test_failover_loses_and_repeats_nothing(
