@@ -44,7 +44,10 @@ class Publisher:
             log_maxlen=settings.log_maxlen,
             session_maxlen=settings.session_maxlen,
             session_ttl_s=settings.session_ttl_s,
+            wait_replicas=settings.redis_wait_replicas,
+            wait_timeout_ms=settings.redis_wait_timeout_ms,
         )
+        self._wait_replicas = settings.redis_wait_replicas
         self.epoch = ""
         self.sessions: dict[str, SessionState] = {}
         #: The traceId window of prompts sent through relaybus (set by the service).
@@ -95,11 +98,21 @@ class Publisher:
             batch.events = self.traces.label(batch.sid, batch.events)
         t0 = time.perf_counter()
         try:
-            return await self.appender.append(
+            done = await self.appender.append(
                 batch, epoch=self.epoch, stamp_ms=now_ms() if stamp_ms is None else stamp_ms
             )
         finally:
             self.metrics.append_latency.observe(time.perf_counter() - t0)
+        if done.replicas is not None and done.replicas < self._wait_replicas:
+            # Committed on the primary only: a failover now would lose it (docs/reliability.md).
+            log.warning(
+                "seqs %d..%d reached %d of %d replicas in time",
+                done.first_seq,
+                done.last_seq,
+                done.replicas,
+                self._wait_replicas,
+            )
+        return done
 
     async def commit_session(
         self,

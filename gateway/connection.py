@@ -225,6 +225,18 @@ class Connection:
             self.global_buffer.clear()
         self.held_gaps.clear()
 
+    def rewind(self, to_seq: int) -> None:
+        """The log's entries above ``to_seq`` changed after they were offered (a failover
+        lost them): they will be offered again, so no dedupe mark or buffer may cover them."""
+        self.global_mark = min(self.global_mark, to_seq)
+        self.buffer_floor = min(self.buffer_floor, to_seq)
+        self.session_marks = {sid: min(m, to_seq) for sid, m in self.session_marks.items()}
+        for buf in self.watch_buffers.values():
+            buf[:] = [ev for ev in buf if ev.seq <= to_seq]
+        if self.global_buffer is not None:
+            self.global_buffer[:] = [ev for ev in self.global_buffer if ev.seq <= to_seq]
+        self.held_gaps = [g for g in self.held_gaps if g.to_seq <= to_seq]
+
     def _enqueue(self, items: list[Outgoing]) -> None:
         """Direct replies and replays: bounded by their producers (one page at a time,
         after :meth:`replay_room`), counted in ``queued_bytes``."""

@@ -5,7 +5,11 @@ batch to the :class:`Hub`, which offers every event to the entitled connections
 synchronously: the frame was serialised once by the collector and the same ``str`` goes
 to every subscriber. The reader also guards the traps of DESIGN §8: it checks the epoch
 on every block timeout and reconnect (Redis lost its data: reset to 0 and tell clients),
-and reports its own gap when the log was trimmed past its position.
+reports its own gap when the log was trimmed past its position, and after a reconnect
+checks that the entries it dispatched last are still the log's (a Sentinel failover to a
+replica that missed them takes them back; the collectors re-publish their lines from their
+file offsets under those seqs, maybe in another order): if not, it rewinds to the first
+changed seq and tells clients (``gap_detected{rewound}``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -32,6 +37,9 @@ log = logging.getLogger(__name__)
 
 EPOCH = "epoch"
 READER_GAP = "trimmed"
+REWOUND = "rewound"
+#: Dispatched entries whose digest the reader keeps, to notice a rewound log on reconnect.
+RECENT_MAX = 2_000
 
 
 class Hub:
@@ -162,6 +170,25 @@ class Hub:
                 self.metrics.gaps.labels(EPOCH).inc()
                 conn.send(frame)
 
+    def rewound(self, from_seq: int, old_position: int) -> None:
+        """Seqs ``from_seq``..``old_position`` were dispatched but the log now holds other
+        entries (or none yet) there: clients drop what they got for them and receive the
+        log's entries again from ``from_seq``."""
+        log.warning(
+            "log rewound: seqs %d..%d changed under this gateway (failover or restore); "
+            "re-reading from %d",
+            from_seq,
+            old_position,
+            from_seq,
+        )
+        self.position = from_seq - 1
+        frame = protocol.gap_frame(from_seq, old_position, REWOUND)
+        for conn in self.connections:
+            conn.rewind(from_seq - 1)
+            if conn.welcomed:
+                self.metrics.gaps.labels(REWOUND).inc()
+                conn.send(frame)
+
     def close_all(self, code: int, reason: str) -> None:
         for conn in list(self.connections):
             conn.abort(code, reason)
@@ -192,6 +219,8 @@ class LogReader:
         self.last_loop = 0.0
         self.synced = asyncio.Event()
         self._stopping = False
+        #: (seq, digest of the frame) of the entries dispatched last
+        self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_MAX)
 
     def healthy(self, slack_s: float) -> bool:
         return self.synced.is_set() and time.monotonic() - self.last_loop < (
@@ -228,6 +257,9 @@ class LogReader:
             log.info("log reader starts at seq %d, epoch %s", hub.position, epoch)
         elif epoch != hub.epoch:
             hub.epoch_changed(epoch, hub.position)
+            self._recent.clear()
+        else:
+            await self._check_recent()
         self.last_loop = time.monotonic()
         self.synced.set()
 
@@ -250,12 +282,31 @@ class LogReader:
         epoch = raw_epoch.decode() if raw_epoch else await ensure_epoch(self.client, self.keys)
         if epoch != hub.epoch:
             hub.epoch_changed(epoch, hub.position)
+            self._recent.clear()
             return
         if reply:
             entries = reply[0][1]
             events = [from_entry(eid, fields) for eid, fields in entries]
+            self._recent.extend((ev.seq, hash(ev.frame)) for ev in events)
             if events and events[0].seq > hub.position + 1:
                 hub.reader_gap(hub.position + 1, events[0].seq - 1)
             hub.dispatch(events)
         head = int(raw_head) if raw_head else 0
         self.metrics.reader_lag.set(max(0, head - hub.position))
+
+    async def _check_recent(self) -> None:
+        """Compare the entries dispatched last with the log's; rewind at the first that
+        changed or vanished (below the log's oldest entry, vanished means trimmed)."""
+        if not self._recent:
+            return
+        lo, hi = self._recent[0][0], self.hub.position
+        first: Any = await self.client.xrange(self.keys.log, count=1)
+        oldest = seq_of(first[0][0]) if first else 0
+        entries: Any = await self.client.xrange(self.keys.log, f"{lo}-0", f"{hi}-0")
+        now = {seq_of(eid): hash(fields.get(b"f", b"{}")) for eid, fields in entries}
+        for seq, digest in self._recent:
+            if seq >= oldest and now.get(seq) != digest:
+                while self._recent and self._recent[-1][0] >= seq:
+                    self._recent.pop()
+                self.hub.rewound(seq, hi)
+                return

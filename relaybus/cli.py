@@ -29,6 +29,10 @@ SHARED_FIELDS = [
     "log_level",
     "redis_socket_timeout_s",
     "redis_health_check_interval_s",
+    "redis_sentinels",
+    "redis_sentinel_service",
+    "redis_sentinel_username",
+    "redis_sentinel_password",
     "log_maxlen",
     "session_maxlen",
     "session_ttl_days",
@@ -46,6 +50,8 @@ COLLECTOR_FIELDS = [
     "max_line_bytes",
     "data_max_bytes",
     "watch_step_ms",
+    "redis_wait_replicas",
+    "redis_wait_timeout_ms",
     "allow_prompts",
     "prompt_cwd_allow",
     "claude_bin",
@@ -138,8 +144,8 @@ def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str])
         env = f"RELAYBUS_{name.upper()}"
         default = info.get_default(call_default_factory=False)
         shown = "(computed)" if info.default_factory else default
-        if name in ("redis_url", "tokens"):
-            shown = "(secret)" if name == "tokens" else "redis://127.0.0.1:6379/0"
+        if name in ("redis_url", "tokens", "redis_sentinel_password"):
+            shown = "redis://127.0.0.1:6379/0" if name == "redis_url" else "(secret)"
         parser.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,

@@ -27,7 +27,7 @@ class SettingsError(Exception):
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 #: Never echoed in an error message: they hold passwords and token secrets.
-SECRET_FIELDS = frozenset({"redis_url", "tokens"})
+SECRET_FIELDS = frozenset({"redis_url", "tokens", "redis_sentinel_password"})
 
 
 def check_redis_url(url: str) -> None:
@@ -62,6 +62,21 @@ def check_redis_url(url: str) -> None:
         raise ValueError(f"ends in /{db}: the database must be a number (/0)")
 
 
+def parse_sentinels(text: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` → address pairs (``[::1]:26379`` for IPv6); ``ValueError``
+    (one line) on a malformed entry. An empty text means no Sentinel."""
+    found: list[tuple[str, int]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not host:port (e.g. 10.0.0.5:26379,10.0.0.6:26379)")
+        found.append((host, int(port)))
+    return found
+
+
 def _default_claude_dir() -> Path:
     env = os.environ.get("CLAUDE_CONFIG_DIR")
     return Path(env) if env else Path.home() / ".claude"
@@ -83,6 +98,35 @@ class Settings(BaseSettings):
     redis_url: SecretStr = Field(
         default=SecretStr("redis://127.0.0.1:6379/0"),
         description="Redis/Valkey URL (redis:// or rediss://, password in the URL)",
+    )
+    redis_sentinels: str = Field(
+        default="",
+        description="Sentinel addresses host:port,host:port,...; when set, the primary is the "
+        "one they name for the service (RELAYBUS_REDIS_URL then gives only password, db, TLS)",
+    )
+    redis_sentinel_service: str = Field(
+        default="relaybus",
+        pattern=r"^[A-Za-z0-9_.-]{1,128}$",
+        description="the Sentinel service (master group) name",
+    )
+    redis_sentinel_username: str = Field(
+        default="", description="user for the Sentinels themselves (ACL; empty = default user)"
+    )
+    redis_sentinel_password: SecretStr = Field(
+        default=SecretStr(""),
+        description="password of the Sentinels themselves (their requirepass; empty = none)",
+    )
+    redis_wait_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="replicas that must acknowledge each append (Redis WAIT) before the collector moves on; 0 = no wait",
+    )
+    redis_wait_timeout_ms: int = Field(
+        default=1000,
+        ge=1,
+        le=600_000,
+        description="longest WAIT for those replicas; a batch not replicated in time is counted and logged",
     )
     namespace: str = Field(
         default="relaybus",
@@ -321,10 +365,21 @@ class Settings(BaseSettings):
             check_redis_url(text)
         return v
 
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _parsable_sentinels(cls, v: str) -> str:
+        parse_sentinels(v)
+        return v
+
     @field_validator("claude_dir", mode="before")
     @classmethod
     def _expand_claude_dir(cls, v: Any) -> Any:
         return Path(v).expanduser() if isinstance(v, str) and v else v
+
+    @property
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """The Sentinels to ask for the primary (empty: connect to RELAYBUS_REDIS_URL)."""
+        return parse_sentinels(self.redis_sentinels)
 
     @property
     def session_ttl_s(self) -> int:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from relaybus.shared.store.keys import Keys
 
@@ -51,6 +53,8 @@ class Appended:
     first_seq: int
     last_seq: int
     last_session_seq: int
+    #: replicas that acknowledged the batch (``WAIT``); ``None`` when none were asked for
+    replicas: int | None = None
 
 
 class AppendRefused(Exception):
@@ -85,8 +89,13 @@ class LogAppender:
         log_maxlen: int,
         session_maxlen: int,
         session_ttl_s: int,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1000,
     ) -> None:
+        """``wait_replicas`` > 0 follows each batch with ``WAIT`` in the same round trip (on
+        the same connection, which WAIT needs), so the reply says whether it replicated."""
         self._client = client
+        self._wait = (wait_replicas, wait_timeout_ms)
         self._keys = keys
         self._host = host
         self._limits = (b"%d" % log_maxlen, b"%d" % session_maxlen, b"%d" % session_ttl_s)
@@ -116,13 +125,31 @@ class LogAppender:
         ]
         for ev in batch.events:
             args += (ev.kind.encode(), _FLAGS[ev.session_stream, ev.session_seq], ev.prefix)
-        reply = await self._script(keys=keys, args=args)
+        acked: int | None = None
+        if self._wait[0]:
+            reply, acked = await self._run_and_wait(keys, args)
+        else:
+            reply = await self._script(keys=keys, args=args)
         status = _text(reply[0])
         if status == "EPOCH":
             raise EpochChanged(_text(reply[1]))
         if status == "OFFSET":
             raise OffsetConflict(_text(reply[1]))
-        return Appended(int(reply[1]), int(reply[2]), int(reply[3]))
+        return Appended(int(reply[1]), int(reply[2]), int(reply[3]), acked)
+
+    async def _run_and_wait(self, keys: list[str], args: list[str | bytes]) -> tuple[Any, int]:
+        try:
+            return await self._pipelined(keys, args)
+        except NoScriptError:  # a restarted or promoted server: load the script, run again
+            await self._client.script_load(APPEND_LUA)
+            return await self._pipelined(keys, args)
+
+    async def _pipelined(self, keys: list[str], args: list[str | bytes]) -> tuple[Any, int]:
+        pipe = self._client.pipeline(transaction=False)
+        pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", *self._wait)
+        reply, acked = await pipe.execute()
+        return reply, int(acked)
 
 
 def _text(value: object) -> str:

@@ -2,6 +2,13 @@
 
 A half-open connection must be noticed within seconds, so every socket has a read
 timeout and idle connections are PINGed before reuse.
+
+With ``RELAYBUS_REDIS_SENTINELS`` set, every client is a Sentinel-managed one (redis-py's
+:class:`~redis.asyncio.sentinel.SentinelConnectionPool`): each new connection asks the
+Sentinels for the current primary, and a connection error (the primary died) or a
+``READONLY`` reply (it was demoted) drops the connection, so the next command, retried by
+the caller as after any outage, reaches the promoted replica. ``RELAYBUS_REDIS_URL`` then
+gives only the data nodes' password, user, database and TLS.
 """
 
 from __future__ import annotations
@@ -12,10 +19,13 @@ import logging
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.connection import parse_url
+from redis.asyncio.sentinel import Sentinel
 
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
@@ -42,18 +52,66 @@ class RedisRefused(Exception):
     help; the message is one line naming ``RELAYBUS_REDIS_URL`` and the fix."""
 
 
+class SentinelRedis(aioredis.Redis):
+    """A client of the primary the Sentinels name; closing it closes its Sentinel clients."""
+
+    manager: Sentinel
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        try:
+            await super().aclose(close_connection_pool)
+        finally:
+            await self.manager.aclose()
+
+
 def connect(settings: Settings, *, block_ms: int = 0) -> aioredis.Redis:
-    """A client for ``settings.redis_url``. ``block_ms`` widens the read timeout for XREAD BLOCK."""
-    timeout_s = settings.redis_socket_timeout_s + block_ms / 1000
-    return aioredis.Redis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=timeout_s,
-        socket_connect_timeout=settings.redis_socket_timeout_s,
+    """A client for ``settings.redis_url`` (or the Sentinels' primary). ``block_ms`` widens
+    the read timeout for XREAD BLOCK."""
+    return _client(
+        settings,
+        timeout_s=settings.redis_socket_timeout_s + block_ms / 1000,
+        connect_timeout_s=settings.redis_socket_timeout_s,
         socket_keepalive=True,
         health_check_interval=settings.redis_health_check_interval_s,
         retry_on_timeout=False,
         decode_responses=False,
     )
+
+
+def _client(
+    settings: Settings, *, timeout_s: float, connect_timeout_s: float, **options: Any
+) -> aioredis.Redis:
+    url = settings.redis_url.get_secret_value()
+    sentinels = settings.sentinel_addresses
+    if not sentinels:
+        return aioredis.Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=connect_timeout_s, **options
+        )
+    node: dict[str, object] = {
+        k: v for k, v in parse_url(url).items() if k in ("db", "username", "password")
+    }
+    if urlsplit(url).scheme == "rediss":
+        node["ssl"] = True
+    sentinel_auth = {
+        "username": settings.redis_sentinel_username or None,
+        "password": settings.redis_sentinel_password.get_secret_value() or None,
+    }
+    manager = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+        sentinels,
+        sentinel_kwargs={
+            "socket_timeout": min(timeout_s, settings.redis_socket_timeout_s),
+            "socket_connect_timeout": connect_timeout_s,
+            **sentinel_auth,
+        },
+        socket_timeout=timeout_s,
+        socket_connect_timeout=connect_timeout_s,
+        **node,
+        **options,
+    )
+    client = manager.master_for(settings.redis_sentinel_service, redis_class=SentinelRedis)
+    assert isinstance(client, SentinelRedis)
+    client.manager = manager
+    return client
 
 
 async def ensure_epoch(client: aioredis.Redis, keys: Keys) -> str:
@@ -73,7 +131,13 @@ async def read_epoch(client: aioredis.Redis, keys: Keys) -> str | None:
 
 
 def redis_address(settings: Settings) -> str:
-    """``host:port`` (or the socket path) of the configured server, never the password."""
+    """``host:port`` (or the socket path) of the configured server, never the password; with
+    Sentinels, the service and the Sentinels' addresses."""
+    if settings.redis_sentinels:
+        return (
+            f"primary of Sentinel service {settings.redis_sentinel_service!r} "
+            f"(Sentinels {settings.redis_sentinels})"
+        )
     parts = urlsplit(settings.redis_url.get_secret_value())
     if parts.scheme == "unix":
         return parts.path
@@ -114,11 +178,9 @@ async def probe(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> str |
     """PING the configured server once: ``None`` when it answers, a one-line reason when
     it cannot be reached now (worth retrying); raises :class:`RedisRefused` when it never
     will answer these settings."""
-    client = aioredis.Redis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_timeout=min(timeout_s, settings.redis_socket_timeout_s),
-        socket_connect_timeout=min(timeout_s, settings.redis_socket_timeout_s),
-        retry_on_timeout=False,
+    bounded_s = min(timeout_s, settings.redis_socket_timeout_s)
+    client = _client(
+        settings, timeout_s=bounded_s, connect_timeout_s=bounded_s, retry_on_timeout=False
     )
     try:
         await client.ping()

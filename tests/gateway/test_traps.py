@@ -261,3 +261,52 @@ async def test_resume_without_redis_closes_1011(
             assert err["code"] == "unavailable"
             assert await c.closed_code() == 1011
         srv.start()
+
+
+async def test_rewound_log_after_reconnect(
+    private_server: Callable[..., RedisServer], namespace: str
+) -> None:
+    """Redis comes back without the last entries the gateway dispatched (a failover to a
+    replica that missed them): clients get gap_detected{rewound} and the log's new entries
+    from there, so a client dropping what it held from fromSeqId holds exactly the log."""
+    srv = private_server()
+    client = aioredis.Redis.from_url(srv.url)
+    keys = Keys(namespace)
+    pub = Publisher(client, keys)
+    try:
+        await pub.start_session("s1")
+        async with (
+            running_gateway(make_settings(srv.url, namespace)) as g,
+            WsClient(g.ws, token="full-token") as c,
+        ):
+            await c.hello([])
+            await pub.events("s1", [f"a{i}" for i in range(5)])
+            kept = int(await client.get(keys.seq) or 0)
+            await pub.events("s1", [f"x{i}" for i in range(5)])
+            await c.until(lambda _: len(c.events()) == 10)
+            old_head = g.runtime.hub.position
+            # The "replica" had only the first entries: rebuild the log as it would find it.
+            for stream in (keys.log, keys.session_events("s1")):
+                entries = await client.xrange(stream, max=f"{kept}-0")
+                await client.delete(stream)
+                for eid, fields in entries:
+                    await client.xadd(stream, fields, id=eid)
+            await client.set(keys.seq, kept)
+            await client.client_kill_filter(_type="normal")  # the gateway reconnects
+            await pub.events("s1", [f"b{i}" for i in range(3)])
+            gap = await c.expect("gap_detected", 20)
+            assert (gap["reason"], gap["fromSeqId"], gap["toSeqId"]) == (
+                "rewound",
+                kept + 1,
+                old_head,
+            )
+            await c.until(lambda _: c.events()[-1]["event"]["blocks"][0]["text"] == "b2", 20)
+            held = [
+                e["event"]["blocks"][0]["text"]
+                for e in c.events()
+                if e["seqId"] < gap["fromSeqId"] or c.received.index(e) > c.received.index(gap)
+            ]
+            assert held == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(3)]
+            assert g.metric("relaybus_gateway_gaps_total", {"reason": "rewound"}) == 1
+    finally:
+        await client.aclose()
