@@ -35,8 +35,12 @@ class RedisRefused(Exception):
 def connect(settings: Settings, *, block_ms: int = 0) -> aioredis.Redis:
     """A client for ``settings.redis_url``. ``block_ms`` widens the read timeout for XREAD BLOCK."""
     timeout_s = settings.redis_socket_timeout_s + block_ms / 1000
-    return aioredis.Redis.from_url(
+    # A blocking pool: with every connection of the pool (redis-py: 100) in use, a command
+    # waits up to the socket timeout for one instead of failing at once with "Too many
+    # connections" (a reconnect storm of hundreds of resumes otherwise closes most of them).
+    pool = aioredis.BlockingConnectionPool.from_url(
         settings.redis_url.get_secret_value(),
+        timeout=settings.redis_socket_timeout_s,
         socket_timeout=timeout_s,
         socket_connect_timeout=settings.redis_socket_timeout_s,
         socket_keepalive=True,
@@ -44,6 +48,7 @@ def connect(settings: Settings, *, block_ms: int = 0) -> aioredis.Redis:
         retry_on_timeout=False,
         decode_responses=False,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 async def ensure_epoch(client: aioredis.Redis, keys: Keys) -> str:
