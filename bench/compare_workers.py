@@ -125,6 +125,7 @@ async def run_clients(args: argparse.Namespace) -> None:
         await c.connect()
     lat: list[float] = []
     counts = [0] * len(clients)
+    per_line: dict[str, float] = {}  # --per-line (one client): latency by line index
     closed = 0
     print("READY", flush=True)
 
@@ -139,6 +140,8 @@ async def run_clients(args: argparse.Namespace) -> None:
                     if got is not None:
                         lat.append((now - got[0]) / 1e6)
                         counts[i] += 1
+                        if args.per_line:
+                            per_line[str(got[1])] = lat[-1]
         except (ConnectionError, OSError):
             closed += 1
 
@@ -149,7 +152,8 @@ async def run_clients(args: argparse.Namespace) -> None:
     for c in clients:
         c.close()
     report({"latencies_ms": lat, "received": sum(counts), "clients": len(clients),
-            "closed": closed, "min_per_client": min(counts) if counts else 0})
+            "closed": closed, "min_per_client": min(counts) if counts else 0,
+            "per_line_ms": per_line})
 
 
 async def run_storm(args: argparse.Namespace) -> None:
@@ -326,6 +330,7 @@ def main() -> None:
     p.add_argument("--redis", default="")
     p.add_argument("--channel", default="socketio")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--per-line", action="store_true", help="clients: latency by line index")
     args = p.parse_args()
     runner = {"clients": run_clients, "storm": run_storm, "idle": run_idle,
               "sio-pyclient": run_sio_pyclient, "sio-server": run_sio_server,
