@@ -1,7 +1,7 @@
 """Shared scaffolding for the benches that run a real collector and gateway.
 
 A private Redis-compatible server, a Claude config dir and a work dir in a temporary folder
-(``scratch``), a real ``python -m collector`` and ``python -m gateway`` on it (``services``),
+(``scratch``), a real ``python -m relaybus.collector`` and ``python -m relaybus.gateway`` on it (``services``),
 and the percentile summary and JSON result the bench scripts write.
 """
 
@@ -24,7 +24,7 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from shared.keys import Keys  # noqa: E402
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.gateway_client import FULL, WsClient  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402
@@ -40,7 +40,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(ms: list[float]) -> dict[str, Any]:
-    return {"n": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99), "max_ms": round(max(ms), 2)}
+    return {
+        "n": len(ms),
+        "p50_ms": pct(ms, 0.5),
+        "p99_ms": pct(ms, 0.99),
+        "max_ms": round(max(ms), 2),
+    }
 
 
 @dataclass
@@ -75,10 +80,17 @@ def scratch() -> Iterator[Scratch]:
 @contextmanager
 def services(s: Scratch, sid: str, collector_env: dict[str, str]) -> Iterator[GatewayProc]:
     """Run a collector and a gateway until the collector has published session ``sid``."""
-    col = CollectorProc(redis_url=s.srv.url, namespace=NAMESPACE, claude_dir=s.claude_dir,
-                        host_id="benchhost", env=collector_env)
+    col = CollectorProc(
+        redis_url=s.srv.url,
+        namespace=NAMESPACE,
+        claude_dir=s.claude_dir,
+        host_id="benchhost",
+        env=collector_env,
+    )
     gw = GatewayProc(
-        redis_url=s.srv.url, namespace=NAMESPACE, tokens=TOKEN,
+        redis_url=s.srv.url,
+        namespace=NAMESPACE,
+        tokens=TOKEN,
         env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
     )
     try:
@@ -118,5 +130,9 @@ def header(name: str, kind: str, *, load: bool = False) -> dict[str, Any]:
     machine: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     if load:
         machine["load"] = os.getloadavg()[0]
-    return {"benchmark": name, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": machine, "server": kind}
+    return {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine,
+        "server": kind,
+    }

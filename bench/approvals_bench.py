@@ -1,7 +1,7 @@
 """Approvals benchmark: how long a phone waits, and how long Claude Code waits on the hook.
 
-Runs a private Redis-compatible server, a real ``python -m collector`` (approval endpoint on
-a free port), a real ``python -m gateway`` and a watching WebSocket client, then, per round,
+Runs a private Redis-compatible server, a real ``python -m relaybus.collector`` (approval endpoint on
+a free port), a real ``python -m relaybus.gateway`` and a watching WebSocket client, then, per round,
 ``relaybus hook permission-request`` as Claude Code runs it (a shell command, JSON on stdin):
 
 * hook -> request: hook started -> ``permission_request`` reaches the watching client;
@@ -35,7 +35,9 @@ OUT = REPO / "bench" / "results" / "approvals.json"
 async def hook(payload: dict[str, Any], env: dict[str, str]) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_shell(
         f"{shlex.quote(str(RELAYBUS))} hook permission-request",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
     )
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(payload).encode())
@@ -44,7 +46,9 @@ async def hook(payload: dict[str, Any], env: dict[str, str]) -> asyncio.subproce
     return proc
 
 
-async def measure(gw: GatewayProc, payload: dict[str, Any], env: dict[str, str], rounds: int) -> dict[str, Any]:
+async def measure(
+    gw: GatewayProc, payload: dict[str, Any], env: dict[str, str], rounds: int
+) -> dict[str, Any]:
     to_request: list[float] = []
     to_answer: list[float] = []
     to_ack: list[float] = []
@@ -69,7 +73,9 @@ async def measure(gw: GatewayProc, payload: dict[str, Any], env: dict[str, str],
             req = await ws.expect("permission_request", wait_s=30)
             t1 = time.perf_counter()
             to_request.append((t1 - t0) * 1000)
-            await ws.send({"type": "accept_diff", "requestId": f"a{i}", "requestKey": req["requestKey"]})
+            await ws.send(
+                {"type": "accept_diff", "requestId": f"a{i}", "requestKey": req["requestKey"]}
+            )
             ack = await ws.expect("decision_ack", wait_s=30)
             to_ack.append((time.perf_counter() - t1) * 1000)
             out, _ = await proc.communicate()
@@ -99,12 +105,15 @@ def main() -> None:
         with services(s, sid, {"RELAYBUS_APPROVAL_PORT": str(port)}) as gw:
             payload = hook_input(sid, path, str(s.work), "Edit", tool_input)
             figures = asyncio.run(measure(gw, payload, env, args.rounds))
-    write_result(OUT, {
-        **header("approvals", s.kind, load=True),
-        **figures,
-        "note": "sequential rounds on one loopback machine shared with other work; each figure "
-                "with the hook includes starting its Python process",
-    })
+    write_result(
+        OUT,
+        {
+            **header("approvals", s.kind, load=True),
+            **figures,
+            "note": "sequential rounds on one loopback machine shared with other work; each figure "
+            "with the hook includes starting its Python process",
+        },
+    )
 
 
 if __name__ == "__main__":

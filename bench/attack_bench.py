@@ -1,6 +1,6 @@
 """Issue 12's done-when figure: the gateway under replay, ping-flood and slowloris attacks at once.
 
-A real ``python -m gateway`` on a private Redis. A separate attacker process keeps, for the
+A real ``python -m relaybus.gateway`` on a private Redis. A separate attacker process keeps, for the
 whole run:
 
 * replay: a read-only client that never reads sends 40 ``watch_session{sinceSeqId:0}`` on a
@@ -31,7 +31,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from _rig import REPO, header, scratch, summary, write_result
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc
@@ -51,8 +51,14 @@ def _replayer(port: int, stop: threading.Event, counts: dict[str, int]) -> None:
             c = DeafClient(port, token="bench-ro")
             c.send({"type": "hello", "capabilities": FULL})
             for i in range(40):
-                c.send({"type": "watch_session", "sessionId": "big", "sinceSeqId": 0,
-                        "requestId": f"w{i}"})
+                c.send(
+                    {
+                        "type": "watch_session",
+                        "sessionId": "big",
+                        "sinceSeqId": 0,
+                        "requestId": f"w{i}",
+                    }
+                )
             counts["replay_connections"] += 1
             _hold_until_dropped(c, stop)
         except OSError:
@@ -125,8 +131,14 @@ def attacker(port: int, slowloris: int, seconds: float, kinds: list[str], out: A
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     stop = threading.Event()
     counts = dict.fromkeys(
-        ("replay_connections", "resume_connections", "flood_connections", "flood_bytes",
-         "slowloris_connections"), 0,
+        (
+            "replay_connections",
+            "resume_connections",
+            "flood_connections",
+            "flood_bytes",
+            "slowloris_connections",
+        ),
+        0,
     )
     threads = []
     if "replay" in kinds:
@@ -200,8 +212,9 @@ async def run(seconds: float, slowloris: int, kinds: list[str]) -> dict[str, Any
         for at in range(0, 2000, 250):
             await pub.events("big", [f"event {i}" for i in range(at, at + 250)], data_bytes=3000)
         await pub.start_session("live")
-        gw = GatewayProc(redis_url=s.srv.url, namespace=NAMESPACE, tokens=TOKENS,
-                         log_path=s.root / "gateway.log")
+        gw = GatewayProc(
+            redis_url=s.srv.url, namespace=NAMESPACE, tokens=TOKENS, log_path=s.root / "gateway.log"
+        )
         gw.start()
         try:
             base = rss_bytes(gw.pid)
@@ -244,8 +257,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--slowloris", type=int, default=1000)
-    parser.add_argument("--attacks", default="replay,flood,slowloris",
-                        help="comma-separated subset of replay,flood,slowloris")
+    parser.add_argument(
+        "--attacks",
+        default="replay,flood,slowloris",
+        help="comma-separated subset of replay,flood,slowloris",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "attacks.json")
     args = parser.parse_args()
     result = header("attacks", "redis", load=True)

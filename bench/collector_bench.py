@@ -1,6 +1,6 @@
 """Collector benchmark: publish throughput, append latency, and a bare XADD baseline.
 
-Runs a real ``python -m collector`` against a private Redis-compatible server:
+Runs a real ``python -m relaybus.collector`` against a private Redis-compatible server:
 
 * throughput — the fixture transcripts (a realistic mix of record types and sizes),
   repeated to ``--lines`` lines, dropped into the claude dir at once; lines/s from the
@@ -126,7 +126,11 @@ def bare_xadd(srv: RedisServer, lines: list[bytes], ns: str) -> dict[str, Any]:
     elapsed = time.perf_counter() - t0
     client.delete(key)
     client.close()
-    return {"lines": len(lines), "seconds": round(elapsed, 3), "lines_per_s": round(len(lines) / elapsed)}
+    return {
+        "lines": len(lines),
+        "seconds": round(elapsed, 3),
+        "lines_per_s": round(len(lines) / elapsed),
+    }
 
 
 def watch_wakeups(dirpath: Path, stamps: dict[str, float], stop: threading.Event) -> None:
@@ -237,7 +241,9 @@ def main() -> None:
         srv.start()
         try:
             claude = root / "claude"
-            runs = [throughput(srv, claude / f"r{i}", lines, f"bench{i}") for i in range(args.repeat)]
+            runs = [
+                throughput(srv, claude / f"r{i}", lines, f"bench{i}") for i in range(args.repeat)
+            ]
             bares = [bare_xadd(srv, lines, f"bench{i}") for i in range(args.repeat)]
             tp = max(runs, key=lambda r: r["lines_per_s"])
             tp["all_runs_lines_per_s"] = [r["lines_per_s"] for r in runs]

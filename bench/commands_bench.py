@@ -1,7 +1,7 @@
 """Command benchmark: the routed round trip and the prompt-to-event latency.
 
-Runs a private Redis-compatible server, a real ``python -m collector`` (prompts allowed,
-the stand-in CLI from ``tests/support/fake_claude.py``) and a real ``python -m gateway``,
+Runs a private Redis-compatible server, a real ``python -m relaybus.collector`` (prompts allowed,
+the stand-in CLI from ``tests/support/fake_claude.py``) and a real ``python -m relaybus.gateway``,
 and a WebSocket client:
 
 * round trip — ``interrupt_request`` on an idle session, answered ``no_active_turn`` by the
@@ -46,7 +46,9 @@ async def measure(gw: GatewayProc, sid: str, round_trips: int, prompts: int) -> 
             text = f"bench prompt {i} {uuid.uuid4().hex[:6]}"
             for _attempt in range(100):  # the previous run may still be exiting: busy
                 t0 = time.perf_counter()
-                await ws.send({"type": "prompt", "requestId": f"p{i}", "sessionId": sid, "message": text})
+                await ws.send(
+                    {"type": "prompt", "requestId": f"p{i}", "sessionId": sid, "message": text}
+                )
                 reply = await ws.recv(30)
                 while reply["type"] not in ("prompt_sent", "error"):
                     reply = await ws.recv(30)
@@ -91,11 +93,14 @@ def main() -> None:
         }
         with services(s, sid, env) as gw:
             figures = asyncio.run(measure(gw, sid, args.round_trips, args.prompts))
-    write_result(OUT, {
-        **header("commands", s.kind),
-        **figures,
-        "note": "sequential requests on a loopback machine; prompt figures include starting a Python stand-in CLI",
-    })
+    write_result(
+        OUT,
+        {
+            **header("commands", s.kind),
+            **figures,
+            "note": "sequential requests on a loopback machine; prompt figures include starting a Python stand-in CLI",
+        },
+    )
 
 
 if __name__ == "__main__":

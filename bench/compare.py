@@ -42,7 +42,7 @@ from gateway_bench import Worker, cpu_s, pct, rss_kib
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from shared.keys import Keys  # noqa: E402
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import transcript, user_line  # noqa: E402
 from tests.support.gateway_publish import Publisher  # noqa: E402
@@ -53,7 +53,13 @@ OUT = REPO / "bench" / "results" / "compare.json"
 DOC = REPO / "docs" / "performance.md"
 PLOT = REPO / "docs" / "performance-compare.png"
 WORKERS = REPO / "bench" / "compare_workers.py"
-FIXTURE = REPO / "tests" / "data" / "claude-jsonl" / "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+FIXTURE = (
+    REPO
+    / "tests"
+    / "data"
+    / "claude-jsonl"
+    / "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+)
 TOKEN = "bench"
 SYSTEMS = ("relaybus", "socketio", "floor")
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
@@ -79,9 +85,23 @@ class Plan:
     grace_s: float
 
 
-FULL = Plan((1, 20, 100, 300, 1000), 600, (100, 200, 400, 800, 1600, 3200), 4.0,
-            1000, 1000, 1000, (1, 2), 500, 8.0, 100.0, 15.0)
-QUICK = Plan((1, 20, 100, 300), 150, (200, 800, 3200), 2.0, 200, 300, 300, (1, 2), 200, 3.0, 100.0, 5.0)
+FULL = Plan(
+    (1, 20, 100, 300, 1000),
+    600,
+    (100, 200, 400, 800, 1600, 3200),
+    4.0,
+    1000,
+    1000,
+    1000,
+    (1, 2),
+    500,
+    8.0,
+    100.0,
+    15.0,
+)
+QUICK = Plan(
+    (1, 20, 100, 300), 150, (200, 800, 3200), 2.0, 200, 300, 300, (1, 2), 200, 3.0, 100.0, 5.0
+)
 
 
 def filler(size: int = 1700) -> str:
@@ -150,10 +170,12 @@ async def relaybus_stack(srv: RedisServer, tmp: Path) -> Stack:
     claude = tmp / "relaybus" / "claude"
     (claude / "projects").mkdir(parents=True)
     (claude / "sessions").mkdir()
-    col = CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude,
-                        env={"RELAYBUS_BACKFILL_EVENTS": "10"})
-    gw = GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN,
-                     env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"})
+    col = CollectorProc(
+        redis_url=srv.url, namespace=ns, claude_dir=claude, env={"RELAYBUS_BACKFILL_EVENTS": "10"}
+    )
+    gw = GatewayProc(
+        redis_url=srv.url, namespace=ns, tokens=TOKEN, env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"}
+    )
     col.start()
     gw.start()
     assert gw.proc is not None
@@ -195,10 +217,12 @@ async def socketio_stack(srv: RedisServer, tmp: Path) -> Stack:
     d.mkdir()
     port = free_port()
     channel = f"sio{uuid.uuid4().hex[:6]}"
-    server = await CWorker("sio-server", "--redis", srv.url, "--port", str(port),
-                           "--channel", channel).start()
-    tail = await CWorker("sio-tail", "--dir", str(d), "--redis", srv.url,
-                         "--channel", channel).start()
+    server = await CWorker(
+        "sio-server", "--redis", srv.url, "--port", str(port), "--channel", channel
+    ).start()
+    tail = await CWorker(
+        "sio-tail", "--dir", str(d), "--redis", srv.url, "--channel", channel
+    ).start()
     assert server.proc is not None
 
     async def stop() -> None:
@@ -207,8 +231,7 @@ async def socketio_stack(srv: RedisServer, tmp: Path) -> Stack:
             if w.proc is not None:
                 await w.proc.wait()
 
-    return Stack("socketio", "sio", f"ws://127.0.0.1:{port}", server.proc.pid,
-                 file_target(d), stop)
+    return Stack("socketio", "sio", f"ws://127.0.0.1:{port}", server.proc.pid, file_target(d), stop)
 
 
 async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
@@ -228,25 +251,49 @@ async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
 
 
 def summary(lat: list[float], expected: int) -> dict[str, Any]:
-    return {"received": len(lat), "expected": expected, "lost": expected - len(lat),
-            "p50_ms": pct(lat, 0.5) if lat else None, "p99_ms": pct(lat, 0.99) if lat else None,
-            "max_ms": pct(lat, 1.0) if lat else None,
-            "late_over_10s": sum(1 for x in lat if x > 10_000)}
+    return {
+        "received": len(lat),
+        "expected": expected,
+        "lost": expected - len(lat),
+        "p50_ms": pct(lat, 0.5) if lat else None,
+        "p99_ms": pct(lat, 0.99) if lat else None,
+        "max_ms": pct(lat, 1.0) if lat else None,
+        "late_over_10s": sum(1 for x in lat if x > 10_000),
+    }
 
 
 async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float) -> dict[str, Any]:
     """``lines`` timed lines at ``rate``/s to ``n`` clients of ``st``; bounded by ``grace_s``."""
     sid, path = await st.new_target()
-    w = await CWorker("clients", "--proto", st.proto, "--url", st.url, "--token", TOKEN,
-                      "--sid", sid, "--n", str(n), "--count", str(lines),
-                      "--max-s", str(lines / rate + grace_s)).start(300)
+    w = await CWorker(
+        "clients",
+        "--proto",
+        st.proto,
+        "--url",
+        st.url,
+        "--token",
+        TOKEN,
+        "--sid",
+        sid,
+        "--n",
+        str(n),
+        "--count",
+        str(lines),
+        "--max-s",
+        str(lines / rate + grace_s),
+    ).start(300)
     cpu0 = cpu_s(st.pid)
     seconds = await write_lines(path, sid, lines, rate)
     res = await w.result(lines / rate + grace_s + 60)
     cpu = cpu_s(st.pid) - cpu0
-    return {"system": st.name, "clients": n, "lines_per_s": rate,
-            "server_cpu_s": round(cpu, 2), "write_s": round(seconds, 2),
-            **summary(res["latencies_ms"], n * lines)}
+    return {
+        "system": st.name,
+        "clients": n,
+        "lines_per_s": rate,
+        "server_cpu_s": round(cpu, 2),
+        "write_s": round(seconds, 2),
+        **summary(res["latencies_ms"], n * lines),
+    }
 
 
 async def latency(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
@@ -276,8 +323,13 @@ async def ladder(stacks: list[Stack], plan: Plan) -> dict[str, Any]:
                 best[st.name] = rate
             else:
                 failed.add(st.name)
-    return {"clients": 100, "step_s": plan.ladder_s, "rates": list(plan.ladder),
-            "max_sustained_lines_per_s": best, "rows": rows}
+    return {
+        "clients": 100,
+        "step_s": plan.ladder_s,
+        "rates": list(plan.ladder),
+        "max_sustained_lines_per_s": best,
+        "rows": rows,
+    }
 
 
 async def storm(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
@@ -286,10 +338,25 @@ async def storm(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
     for st in stacks:
         sid, path = await st.new_target()
         await write_lines(path, sid, 5, 100, first=900_000)  # relaybus clients get a seqId
-        w = await CWorker("storm", "--proto", st.proto, "--url", st.url, "--token", TOKEN,
-                          "--sid", sid, "--n", str(plan.storm_clients),
-                          "--count", str(plan.storm_lines), "--first", "0",
-                          "--max-s", str(2 * plan.grace_s)).start(300)
+        w = await CWorker(
+            "storm",
+            "--proto",
+            st.proto,
+            "--url",
+            st.url,
+            "--token",
+            TOKEN,
+            "--sid",
+            sid,
+            "--n",
+            str(plan.storm_clients),
+            "--count",
+            str(plan.storm_lines),
+            "--first",
+            "0",
+            "--max-s",
+            str(2 * plan.grace_s),
+        ).start(300)
         await write_lines(path, sid, 5, 100, first=900_005)
         await asyncio.sleep(1)
         await w.say("drop")
@@ -309,14 +376,31 @@ async def idle_memory(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
         sid, _path = await st.new_target()
         await asyncio.sleep(1)
         before = rss_kib(st.pid)
-        w = await CWorker("idle", "--proto", st.proto, "--url", st.url, "--token", TOKEN,
-                          "--sid", sid, "--n", str(plan.idle_clients)).start(300)
+        w = await CWorker(
+            "idle",
+            "--proto",
+            st.proto,
+            "--url",
+            st.url,
+            "--token",
+            TOKEN,
+            "--sid",
+            sid,
+            "--n",
+            str(plan.idle_clients),
+        ).start(300)
         await asyncio.sleep(2)
         after = rss_kib(st.pid)
         await w.stop()
-        rows.append({"system": st.name, "idle_clients": plan.idle_clients,
-                     "rss_before_kib": before, "rss_after_kib": after,
-                     "kib_per_connection": round((after - before) / plan.idle_clients, 1)})
+        rows.append(
+            {
+                "system": st.name,
+                "idle_clients": plan.idle_clients,
+                "rss_before_kib": before,
+                "rss_after_kib": after,
+                "kib_per_connection": round((after - before) / plan.idle_clients, 1),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -328,14 +412,16 @@ def nginx_conf(root: Path, port: int, upstreams: list[int]) -> Path:
     """The shipped deploy/nginx.conf on loopback: local upstreams, paths under ``root``, and
     ``limit_conn`` lifted (every bench client comes from 127.0.0.1; 64 would refuse them)."""
     text = (REPO / "deploy" / "nginx.conf").read_text()
-    text = text.replace("server gateway:8080 max_fails=1 fail_timeout=5s;",
-                        " ".join(f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;"
-                                 for p in upstreams))
+    text = text.replace(
+        "server gateway:8080 max_fails=1 fail_timeout=5s;",
+        " ".join(f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;" for p in upstreams),
+    )
     text = text.replace("listen 8080;", f"listen 127.0.0.1:{port};")
     text = text.replace("limit_conn per_address 64;", "")
     text = text.replace("access_log /dev/stdout relaybus;", "access_log off;")
-    text = text.replace("error_log /dev/stderr warn;",
-                        f"error_log {root}/error.log warn;\npid {root}/nginx.pid;")
+    text = text.replace(
+        "error_log /dev/stderr warn;", f"error_log {root}/error.log warn;\npid {root}/nginx.pid;"
+    )
     temps = "".join(f"    {t}_temp_path {root}/{t};\n" for t in NGINX_TEMPS)
     text = text.replace("http {\n", "http {\n" + temps, 1)
     conf = root / "nginx.conf"
@@ -365,14 +451,34 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
             for g in gws:
                 g.start()
             proc = await asyncio.create_subprocess_exec(
-                nginx, "-p", str(root), "-c", str(conf), "-g", "daemon off;",
-                stderr=asyncio.subprocess.DEVNULL)
+                nginx,
+                "-p",
+                str(root),
+                "-c",
+                str(conf),
+                "-g",
+                "daemon off;",
+                stderr=asyncio.subprocess.DEVNULL,
+            )
             await asyncio.sleep(0.5)
             events = int(rate * plan.nginx_s)
-            w = await CWorker("clients", "--proto", "relaybus", "--url", f"ws://127.0.0.1:{port}/ws",
-                              "--token", TOKEN, "--sid", "s1", "--n", str(plan.nginx_clients),
-                              "--count", str(events), "--max-s",
-                              str(plan.nginx_s + plan.grace_s)).start(300)
+            w = await CWorker(
+                "clients",
+                "--proto",
+                "relaybus",
+                "--url",
+                f"ws://127.0.0.1:{port}/ws",
+                "--token",
+                TOKEN,
+                "--sid",
+                "s1",
+                "--n",
+                str(plan.nginx_clients),
+                "--count",
+                str(events),
+                "--max-s",
+                str(plan.nginx_s + plan.grace_s),
+            ).start(300)
             cpu0 = sum(cpu_s(g.proc.pid) for g in gws if g.proc is not None)
             start = time.monotonic()
             for i in range(events):
@@ -391,24 +497,37 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
                 g.kill()
             await client.aclose()
         lat = res["latencies_ms"]
-        rows.append({"gateways": n, "clients": plan.nginx_clients, "events_per_s": rate,
-                     "deliveries_per_s": round(len(lat) / max(sent_s, max(lat, default=0) / 1000)),
-                     "gateways_cpu_s": round(cpu, 2),
-                     **summary(lat, plan.nginx_clients * events)})
+        rows.append(
+            {
+                "gateways": n,
+                "clients": plan.nginx_clients,
+                "events_per_s": rate,
+                "deliveries_per_s": round(len(lat) / max(sent_s, max(lat, default=0) / 1000)),
+                "gateways_cpu_s": round(cpu, 2),
+                **summary(lat, plan.nginx_clients * events),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
-    return {"note": "shipped deploy/nginx.conf, limit_conn lifted (all clients share 127.0.0.1)",
-            "rows": rows}
+    return {
+        "note": "shipped deploy/nginx.conf, limit_conn lifted (all clients share 127.0.0.1)",
+        "rows": rows,
+    }
 
 
 async def run(plan: Plan, only: set[str], systems: set[str]) -> dict[str, Any]:
     binaries = server_binaries()
     kind = "redis" if "redis" in binaries else "valkey"
     out: dict[str, Any] = {
-        "benchmark": "compare", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                    "load_1m_at_start": round(os.getloadavg()[0], 2)},
-        "server": kind, "plan": plan.__dict__, "line_bytes": len(user_line(str(uuid.uuid4()),
-                                                                         f"{PLACE.decode()} {FILLER}")),
+        "benchmark": "compare",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "load_1m_at_start": round(os.getloadavg()[0], 2),
+        },
+        "server": kind,
+        "plan": plan.__dict__,
+        "line_bytes": len(user_line(str(uuid.uuid4()), f"{PLACE.decode()} {FILLER}")),
     }
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as t:
@@ -454,13 +573,19 @@ def fmt(v: Any) -> str:
 def render(res: dict[str, Any]) -> str:
     """The generated Markdown: one table per workload (and the plot's link)."""
     m = res["machine"]
-    out = [f"Run {res['when']}, {res['seconds']} s, {m['cpus']} CPUs, load {m['load_1m_at_start']}"
-           f" → {m['load_1m_at_end']}, {res['server']}, lines of {res['line_bytes']} bytes, "
-           f"plan: `{json.dumps(res['plan'])}`.", ""]
+    out = [
+        f"Run {res['when']}, {res['seconds']} s, {m['cpus']} CPUs, load {m['load_1m_at_start']}"
+        f" → {m['load_1m_at_end']}, {res['server']}, lines of {res['line_bytes']} bytes, "
+        f"plan: `{json.dumps(res['plan'])}`.",
+        "",
+    ]
     if "latency" in res:
-        out += ["### (a) Latency at 100 lines/s (write → frame received, ms)", "",
-                "| clients | relaybus p50 / p99 | socketio p50 / p99 | floor p50 / p99 | lost (r / s / f) |",
-                "| ---: | ---: | ---: | ---: | ---: |"]
+        out += [
+            "### (a) Latency at 100 lines/s (write → frame received, ms)",
+            "",
+            "| clients | relaybus p50 / p99 | socketio p50 / p99 | floor p50 / p99 | lost (r / s / f) |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+        ]
         by = {(r["clients"], r["system"]): r for r in res["latency"]}
         for n in sorted({r["clients"] for r in res["latency"]}):
             cells = [f"{fmt(by[n, s]['p50_ms'])} / {fmt(by[n, s]['p99_ms'])}" for s in SYSTEMS]
@@ -470,40 +595,68 @@ def render(res: dict[str, Any]) -> str:
     if "ladder" in res:
         lad = res["ladder"]
         best = lad["max_sustained_lines_per_s"]
-        out += [f"### (b) Highest sustained rate into {lad['clients']} clients "
-                f"(p99 ≤ 250 ms, nothing lost; {lad['step_s']} s per step)", "",
-                "| rate | " + " | ".join(SYSTEMS) + " |", "| ---: | ---: | ---: | ---: |"]
+        out += [
+            f"### (b) Highest sustained rate into {lad['clients']} clients "
+            f"(p99 ≤ 250 ms, nothing lost; {lad['step_s']} s per step)",
+            "",
+            "| rate | " + " | ".join(SYSTEMS) + " |",
+            "| ---: | ---: | ---: | ---: |",
+        ]
         for rate in lad["rates"]:
             cells = []
             for s in SYSTEMS:
-                r = next((x for x in lad["rows"] if x["system"] == s and x["lines_per_s"] == rate), None)
-                cells.append("not run" if r is None else
-                             f"{fmt(r['p99_ms'])} ms, lost {fmt(r['lost'])}{'' if r['ok'] else ' ✗'}")
+                r = next(
+                    (x for x in lad["rows"] if x["system"] == s and x["lines_per_s"] == rate), None
+                )
+                cells.append(
+                    "not run"
+                    if r is None
+                    else f"{fmt(r['p99_ms'])} ms, lost {fmt(r['lost'])}{'' if r['ok'] else ' ✗'}"
+                )
             out.append(f"| {rate:,}/s | " + " | ".join(cells) + " |")
         out += ["| **max** | " + " | ".join(f"**{fmt(best[s])}**" for s in SYSTEMS) + " |", ""]
     if "storm" in res:
-        out += ["### (c) Reconnect storm", "",
-                "| system | clients | lines while away | all reconnected (s) | all caught up (s) "
-                "| lost | later than 10 s |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        out += [
+            "### (c) Reconnect storm",
+            "",
+            "| system | clients | lines while away | all reconnected (s) | all caught up (s) "
+            "| lost | later than 10 s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for r in res["storm"]:
-            out.append(f"| {r['system']} | {r['clients']:,} | {r['lines_while_away']:,} | "
-                       f"{fmt(r['all_reconnected_s'])} | {fmt(r['all_caught_up_s'])} | "
-                       f"{r['lost']:,} of {r['expected']:,} | {r['late_over_10s']:,} |")
+            out.append(
+                f"| {r['system']} | {r['clients']:,} | {r['lines_while_away']:,} | "
+                f"{fmt(r['all_reconnected_s'])} | {fmt(r['all_caught_up_s'])} | "
+                f"{r['lost']:,} of {r['expected']:,} | {r['late_over_10s']:,} |"
+            )
         out.append("")
     if "idle_memory" in res:
-        out += ["### (d) Memory per idle connection (server RSS growth)", "",
-                "| system | idle clients | KiB per connection |", "| --- | ---: | ---: |"]
-        out += [f"| {r['system']} | {r['idle_clients']:,} | {fmt(r['kib_per_connection'])} |"
-                for r in res["idle_memory"]]
+        out += [
+            "### (d) Memory per idle connection (server RSS growth)",
+            "",
+            "| system | idle clients | KiB per connection |",
+            "| --- | ---: | ---: |",
+        ]
+        out += [
+            f"| {r['system']} | {r['idle_clients']:,} | {fmt(r['kib_per_connection'])} |"
+            for r in res["idle_memory"]
+        ]
         out.append("")
     if "nginx" in res and "rows" in res["nginx"]:
-        out += ["### (e) relaybus gateways behind nginx (one machine)", "",
-                f"{res['nginx']['note']}.", "",
-                "| gateways | clients | events/s | deliveries/s | p50 / p99 ms | lost | gateways' CPU s |",
-                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        out += [f"| {r['gateways']} | {r['clients']:,} | {fmt(r['events_per_s'])} | "
-                f"{r['deliveries_per_s']:,} | {fmt(r['p50_ms'])} / {fmt(r['p99_ms'])} | "
-                f"{r['lost']:,} | {fmt(r['gateways_cpu_s'])} |" for r in res["nginx"]["rows"]]
+        out += [
+            "### (e) relaybus gateways behind nginx (one machine)",
+            "",
+            f"{res['nginx']['note']}.",
+            "",
+            "| gateways | clients | events/s | deliveries/s | p50 / p99 ms | lost | gateways' CPU s |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        out += [
+            f"| {r['gateways']} | {r['clients']:,} | {fmt(r['events_per_s'])} | "
+            f"{r['deliveries_per_s']:,} | {fmt(r['p50_ms'])} / {fmt(r['p99_ms'])} | "
+            f"{r['lost']:,} | {fmt(r['gateways_cpu_s'])} |"
+            for r in res["nginx"]["rows"]
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -553,8 +706,13 @@ def main() -> None:
     if args.render:
         res = json.loads(args.out.read_text())
     else:
-        res = asyncio.run(run(QUICK if args.quick else FULL, set(args.only.split(",")),
-                              set(args.systems.split(","))))
+        res = asyncio.run(
+            run(
+                QUICK if args.quick else FULL,
+                set(args.only.split(",")),
+                set(args.systems.split(",")),
+            )
+        )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=2) + "\n")
         print(f"wrote {args.out}")

@@ -80,10 +80,20 @@ class Client:
                 self.conn = await open_client(self.url, self.token, self.sid)
                 return
             c = await RawClient.open(self.url, self.token)
-            c.send_text(orjson.dumps({"type": "hello", "capabilities": ["session_subscriptions"],
-                                      "lastSeqId": self.last_seq}).decode())
-            c.send_text(orjson.dumps({"type": "watch_session", "sessionId": self.sid,
-                                      "sinceSeqId": self.last_seq}).decode())
+            c.send_text(
+                orjson.dumps(
+                    {
+                        "type": "hello",
+                        "capabilities": ["session_subscriptions"],
+                        "lastSeqId": self.last_seq,
+                    }
+                ).decode()
+            )
+            c.send_text(
+                orjson.dumps(
+                    {"type": "watch_session", "sessionId": self.sid, "sinceSeqId": self.last_seq}
+                ).decode()
+            )
             self.conn = c
         elif self.proto == "sio":
             c = await RawClient.open(self.url, "", SIO_PATH)
@@ -151,9 +161,16 @@ async def run_clients(args: argparse.Namespace) -> None:
         t.cancel()
     for c in clients:
         c.close()
-    report({"latencies_ms": lat, "received": sum(counts), "clients": len(clients),
-            "closed": closed, "min_per_client": min(counts) if counts else 0,
-            "per_line_ms": per_line})
+    report(
+        {
+            "latencies_ms": lat,
+            "received": sum(counts),
+            "clients": len(clients),
+            "closed": closed,
+            "min_per_client": min(counts) if counts else 0,
+            "per_line_ms": per_line,
+        }
+    )
 
 
 async def run_storm(args: argparse.Namespace) -> None:
@@ -217,18 +234,22 @@ async def run_storm(args: argparse.Namespace) -> None:
         c.close()
     caught = [d for d in done_at if d == d]
     back = [d for d in connected_at if d == d]
-    report({
-        "clients": len(clients), "lines_while_away": args.count, "reconnects_retried": len(retries),
-        "retry_reasons": sorted(set(retries))[:3],
-        "all_reconnected_s": round(max(back), 2) if len(back) == len(clients)
-        else None,
-        "clients_caught_up": len(caught),
-        "all_caught_up_s": round(max(caught), 2) if len(caught) == len(clients) else None,
-        "deliveries": len(lat), "expected": len(clients) * args.count,
-        "lost": len(clients) * args.count - len(lat),
-        "late_over_10s": sum(1 for x in lat if x > LATE_MS),
-        "bound_s": args.max_s,
-    })
+    report(
+        {
+            "clients": len(clients),
+            "lines_while_away": args.count,
+            "reconnects_retried": len(retries),
+            "retry_reasons": sorted(set(retries))[:3],
+            "all_reconnected_s": round(max(back), 2) if len(back) == len(clients) else None,
+            "clients_caught_up": len(caught),
+            "all_caught_up_s": round(max(caught), 2) if len(caught) == len(clients) else None,
+            "deliveries": len(lat),
+            "expected": len(clients) * args.count,
+            "lost": len(clients) * args.count - len(lat),
+            "late_over_10s": sum(1 for x in lat if x > LATE_MS),
+            "bound_s": args.max_s,
+        }
+    )
 
 
 async def run_idle(args: argparse.Namespace) -> None:
@@ -268,8 +289,15 @@ async def run_sio_pyclient(args: argparse.Namespace) -> None:
         await asyncio.wait_for(complete.wait(), args.max_s)
     for cl in clients:
         await cl.disconnect()
-    report({"latencies_ms": lat, "received": sum(counts), "clients": args.n, "closed": 0,
-            "min_per_client": min(counts)})
+    report(
+        {
+            "latencies_ms": lat,
+            "received": sum(counts),
+            "clients": args.n,
+            "closed": 0,
+            "min_per_client": min(counts),
+        }
+    )
 
 
 async def run_sio_server(args: argparse.Namespace) -> None:
@@ -283,8 +311,14 @@ async def run_sio_server(args: argparse.Namespace) -> None:
     async def connect(sid: str, environ: dict[str, Any]) -> None:
         await sio.enter_room(sid, "watch")
 
-    config = uvicorn.Config(socketio.ASGIApp(sio), host="127.0.0.1", port=args.port,
-                            log_level="warning", ws="websockets-sansio", lifespan="off")
+    config = uvicorn.Config(
+        socketio.ASGIApp(sio),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        ws="websockets-sansio",
+        lifespan="off",
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
@@ -316,8 +350,9 @@ async def run_sio_tail(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["clients", "storm", "idle", "sio-pyclient", "sio-server",
-                                    "sio-tail"])
+    p.add_argument(
+        "mode", choices=["clients", "storm", "idle", "sio-pyclient", "sio-server", "sio-tail"]
+    )
     p.add_argument("--proto", choices=["relaybus", "floor", "sio"], default="relaybus")
     p.add_argument("--url", default="")
     p.add_argument("--token", default="bench")
@@ -332,9 +367,14 @@ def main() -> None:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--per-line", action="store_true", help="clients: latency by line index")
     args = p.parse_args()
-    runner = {"clients": run_clients, "storm": run_storm, "idle": run_idle,
-              "sio-pyclient": run_sio_pyclient, "sio-server": run_sio_server,
-              "sio-tail": run_sio_tail}[args.mode]
+    runner = {
+        "clients": run_clients,
+        "storm": run_storm,
+        "idle": run_idle,
+        "sio-pyclient": run_sio_pyclient,
+        "sio-server": run_sio_server,
+        "sio-tail": run_sio_tail,
+    }[args.mode]
     asyncio.run(runner(args))
 
 

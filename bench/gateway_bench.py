@@ -1,7 +1,7 @@
 """Gateway benchmark: end-to-end latency vs a bare-pipeline floor, fan-out, replay, memory.
 
-Real processes on loopback: a private redis-server, ``python -m collector``,
-``python -m gateway``, and client processes (``bench/gateway_workers.py``):
+Real processes on loopback: a private redis-server, ``python -m relaybus.collector``,
+``python -m relaybus.gateway``, and client processes (``bench/gateway_workers.py``):
 
 1. latency — one JSONL line every 10 ms (100 lines/s) appended to a transcript; time from
    ``write()`` to the frame received by each of 1, 20 and 100 watching clients, p50/p99;
@@ -38,7 +38,7 @@ from websockets.asyncio.client import connect
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from shared.keys import Keys  # noqa: E402
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import transcript, user_line  # noqa: E402
 from tests.support.gateway_publish import Publisher  # noqa: E402
@@ -70,8 +70,11 @@ class Worker:
 
     async def start(self, timeout_s: float = 120.0) -> Worker:
         self.proc = await asyncio.create_subprocess_exec(
-            *self.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            cwd=REPO, limit=256 * 1024 * 1024,
+            *self.args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=REPO,
+            limit=256 * 1024 * 1024,
         )
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
@@ -116,8 +119,10 @@ async def latency_gateway(srv: RedisServer, tmp: Path, n: int, lines: int) -> di
     path = transcript(claude, sid)
     path.write_bytes(user_line(sid, "hello"))
     env = {"RELAYBUS_BACKFILL_EVENTS": "10"}
-    with CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude, env=env), \
-            GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN) as gw:
+    with (
+        CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude, env=env),
+        GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN) as gw,
+    ):
         client = aioredis.Redis.from_url(srv.url)
         try:
             for _ in range(600):
@@ -126,8 +131,19 @@ async def latency_gateway(srv: RedisServer, tmp: Path, n: int, lines: int) -> di
                 await asyncio.sleep(0.05)
         finally:
             await client.aclose()
-        w = await Worker("clients", "--url", gw.ws, "--token", TOKEN, "--n", str(n),
-                         "--sids", sid, "--count", str(lines)).start()
+        w = await Worker(
+            "clients",
+            "--url",
+            gw.ws,
+            "--token",
+            TOKEN,
+            "--n",
+            str(n),
+            "--sids",
+            sid,
+            "--count",
+            str(lines),
+        ).start()
         await write_lines(path, sid, lines, 100)
         res = await w.result()
     lat = res["latencies_ms"]
@@ -143,8 +159,9 @@ async def latency_floor(srv: RedisServer, tmp: Path, n: int, lines: int) -> dict
     port = free_port()
     floor = await Worker("floor", "--dir", str(d), "--redis", srv.url, "--port", str(port)).start()
     try:
-        w = await Worker("clients", "--url", f"ws://127.0.0.1:{port}", "--n", str(n),
-                         "--count", str(lines)).start()
+        w = await Worker(
+            "clients", "--url", f"ws://127.0.0.1:{port}", "--n", str(n), "--count", str(lines)
+        ).start()
         await asyncio.sleep(0.5)
         await write_lines(path, sid, lines, 100)
         res = await w.result()
@@ -156,8 +173,9 @@ async def latency_floor(srv: RedisServer, tmp: Path, n: int, lines: int) -> dict
     return {"clients": n, "received": res["received"], "expected": n * lines, **summary(lat)}
 
 
-async def fanout(srv: RedisServer, clients: int, sessions: int, rate: float,
-                 seconds: float) -> dict[str, Any]:
+async def fanout(
+    srv: RedisServer, clients: int, sessions: int, rate: float, seconds: float
+) -> dict[str, Any]:
     ns = f"fan{uuid.uuid4().hex[:8]}"
     client = aioredis.Redis.from_url(srv.url)
     pub = Publisher(client, Keys(ns))
@@ -169,9 +187,21 @@ async def fanout(srv: RedisServer, clients: int, sessions: int, rate: float,
     with GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN) as gw:
         half = clients // 2
         workers = [
-            await Worker("clients", "--url", gw.ws, "--token", TOKEN, "--n", str(k),
-                         "--sids", ",".join(sids), "--count", str(per_session),
-                         "--idle-s", "10").start()
+            await Worker(
+                "clients",
+                "--url",
+                gw.ws,
+                "--token",
+                TOKEN,
+                "--n",
+                str(k),
+                "--sids",
+                ",".join(sids),
+                "--count",
+                str(per_session),
+                "--idle-s",
+                "10",
+            ).start()
             for k in (half, clients - half)
         ]
         assert gw.proc is not None
@@ -189,14 +219,24 @@ async def fanout(srv: RedisServer, clients: int, sessions: int, rate: float,
     await client.aclose()
     lat = [x for r in results for x in r["latencies_ms"]]
     received = sum(r["received"] for r in results)
-    slow = next((ln for ln in metrics.splitlines()
-                 if ln.startswith("relaybus_gateway_slow_consumer_disconnects_total ")), "x 0")
+    slow = next(
+        (
+            ln
+            for ln in metrics.splitlines()
+            if ln.startswith("relaybus_gateway_slow_consumer_disconnects_total ")
+        ),
+        "x 0",
+    )
     # Deliveries per second over the publishing window (the rate is sustained only if
     # the p99 stays small: a backlog would show up there).
     return {
-        "clients": clients, "sessions": sessions, "events_per_s": rate,
-        "events": per_session * sessions, "publish_seconds": round(sent_s, 2),
-        "deliveries": received, "expected": clients * per_session,
+        "clients": clients,
+        "sessions": sessions,
+        "events_per_s": rate,
+        "events": per_session * sessions,
+        "publish_seconds": round(sent_s, 2),
+        "deliveries": received,
+        "expected": clients * per_session,
         "deliveries_per_s": round(received / sent_s),
         "gateway_cpu_percent_of_one_core": round(100 * cpu / sent_s, 1),
         "clients_dropped": sum(r["closed"] for r in results),
@@ -215,8 +255,12 @@ async def replay(srv: RedisServer, repeats: int) -> dict[str, Any]:
     times: list[float] = []
     env = {"RELAYBUS_RATE_LIMIT_PER_S": "100000"}  # 2 requests per replay, back to back
     with GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN, env=env) as gw:
-        async with connect(gw.ws, additional_headers={"Authorization": f"Bearer {TOKEN}"},
-                           compression=None, max_size=None) as ws:
+        async with connect(
+            gw.ws,
+            additional_headers={"Authorization": f"Bearer {TOKEN}"},
+            compression=None,
+            max_size=None,
+        ) as ws:
             await ws.send('{"type":"hello","capabilities":["session_subscriptions"]}')
             await ws.recv()
             for _ in range(repeats):
@@ -262,12 +306,15 @@ async def memory(srv: RedisServer, clients: int) -> dict[str, Any]:
         await asyncio.sleep(1)
         before = rss_kib(gw.proc.pid)
         half = clients // 2
-        workers = [await Worker("idle", "--url", gw.ws, "--token", TOKEN, "--n", str(k)).start(300)
-                   for k in (half, clients - half)]
+        workers = [
+            await Worker("idle", "--url", gw.ws, "--token", TOKEN, "--n", str(k)).start(300)
+            for k in (half, clients - half)
+        ]
         for _ in range(600):
             text = await http_text(f"{gw.http}/metrics")
-            line = next(ln for ln in text.splitlines()
-                        if ln.startswith("relaybus_gateway_connections "))
+            line = next(
+                ln for ln in text.splitlines() if ln.startswith("relaybus_gateway_connections ")
+            )
             if float(line.split()[1]) >= clients:
                 break
             await asyncio.sleep(0.1)
@@ -275,8 +322,12 @@ async def memory(srv: RedisServer, clients: int) -> dict[str, Any]:
         after = rss_kib(gw.proc.pid)
         for w in workers:
             await w.stop()
-    return {"idle_clients": clients, "rss_before_kib": before, "rss_after_kib": after,
-            "kib_per_connection": round((after - before) / clients, 1)}
+    return {
+        "idle_clients": clients,
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "kib_per_connection": round((after - before) / clients, 1),
+    }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -299,9 +350,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 for n in (1, 20, 100):
                     g = await latency_gateway(srv, tmp, n, args.lines)
                     f = await latency_floor(srv, tmp, n, args.lines)
-                    rows.append({**g, "floor": f,
-                                 "ratio_p50": round(g["p50_ms"] / f["p50_ms"], 2),
-                                 "ratio_p99": round(g["p99_ms"] / f["p99_ms"], 2)})
+                    rows.append(
+                        {
+                            **g,
+                            "floor": f,
+                            "ratio_p50": round(g["p50_ms"] / f["p50_ms"], 2),
+                            "ratio_p99": round(g["p99_ms"] / f["p99_ms"], 2),
+                        }
+                    )
                     print(json.dumps(rows[-1]), flush=True)
                 out["latency_100_lines_per_s"] = rows
             if "fanout" in args.only:

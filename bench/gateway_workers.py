@@ -60,9 +60,11 @@ class RawClient:
         reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 24)
         key = base64.b64encode(os.urandom(16)).decode()
         writer.write(
-            (f"GET {path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n"
-             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-             f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n").encode()
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
+            ).encode()
         )
         head = await reader.readuntil(b"\r\n\r\n")
         if b" 101 " not in head.split(b"\r\n", 1)[0]:
@@ -168,8 +170,13 @@ async def run_clients(args: argparse.Namespace) -> None:
         t.cancel()
     for c in clients:
         c.close()
-    out = {"latencies_ms": lat, "received": sum(counts), "clients": len(clients),
-           "closed": closed, "min_per_client": min(counts) if counts else 0}
+    out = {
+        "latencies_ms": lat,
+        "received": sum(counts),
+        "clients": len(clients),
+        "closed": closed,
+        "min_per_client": min(counts) if counts else 0,
+    }
     sys.stdout.write(orjson.dumps(out).decode() + "\n")
     sys.stdout.flush()
 

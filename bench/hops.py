@@ -21,7 +21,7 @@ from compare import TOKEN, CWorker, Stack, floor_stack, relaybus_stack, write_li
 from compare_workers import parse
 from gateway_bench import pct
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.servers import RedisServer, server_binaries
 
 
@@ -59,9 +59,24 @@ async def count_commands(url: str, stop: asyncio.Event, out: dict[str, int]) -> 
 async def trace(st: Stack, url: str, key_of: Any, lines: int, monitor: bool) -> dict[str, Any]:
     sid, path = await st.new_target()
     key = await key_of()
-    w = await CWorker("clients", "--proto", st.proto, "--url", st.url, "--token", TOKEN,
-                      "--sid", sid, "--n", "1", "--count", str(lines), "--max-s",
-                      str(lines / 100 + 10), "--per-line").start()
+    w = await CWorker(
+        "clients",
+        "--proto",
+        st.proto,
+        "--url",
+        st.url,
+        "--token",
+        TOKEN,
+        "--sid",
+        sid,
+        "--n",
+        "1",
+        "--count",
+        str(lines),
+        "--max-s",
+        str(lines / 100 + 10),
+        "--per-line",
+    ).start()
     seen: dict[int, int] = {}
     commands: dict[str, int] = {}
     stop = asyncio.Event()
@@ -79,13 +94,16 @@ async def trace(st: Stack, url: str, key_of: Any, lines: int, monitor: bool) -> 
     to_redis = [seen[i] / 1e6 for i in total if i in seen]
     to_client = [total[i] - seen[i] / 1e6 for i in total if i in seen]
     return {
-        "system": st.name, "lines": lines, "traced": len(to_redis),
+        "system": st.name,
+        "lines": lines,
+        "traced": len(to_redis),
         "total_p50_ms": pct(list(total.values()), 0.5),
         "write_to_redis_p50_ms": pct(to_redis, 0.5),
         "redis_to_client_p50_ms": pct(to_client, 0.5),
         "total_p99_ms": pct(list(total.values()), 0.99),
-        "redis_commands_per_line": {k: round(v / lines, 2) for k, v in
-                                    sorted(commands.items(), key=lambda kv: -kv[1])[:8]},
+        "redis_commands_per_line": {
+            k: round(v / lines, 2) for k, v in sorted(commands.items(), key=lambda kv: -kv[1])[:8]
+        },
     }
 
 
@@ -106,7 +124,11 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
             probe = aioredis.Redis.from_url(srv.url)
 
             async def relaybus_key() -> str:
-                ns = next(k.decode() for k in await probe.keys("*:epoch")).rsplit(":", 1)[0].strip("{}")
+                ns = (
+                    next(k.decode() for k in await probe.keys("*:epoch"))
+                    .rsplit(":", 1)[0]
+                    .strip("{}")
+                )
                 return Keys(ns).log
 
             async def floor_key() -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from shared.projection import project_line
+from relaybus.shared.transcript.projection import project_line
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data" / "claude-jsonl"

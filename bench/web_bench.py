@@ -1,6 +1,6 @@
 """Web client benchmark: session-list first paint and chat open, in headless Chromium.
 
-Runs a private Redis-compatible server, a real ``python -m collector`` and ``python -m
+Runs a private Redis-compatible server, a real ``python -m relaybus.collector`` and ``python -m
 gateway`` on loopback, with ``--sessions`` sessions of ``--events`` events each, then:
 
 * list first paint — navigation start to the ``relaybus:list-painted`` mark (the first
@@ -85,8 +85,10 @@ def main() -> int:
             for i in range(args.sessions):
                 sid = str(uuid.uuid4())
                 lines = [w.prompt(sid, f"session {i}: please do the thing")]
-                lines += [w.reply(sid, f"event {j} " + "x" * 80, final=False)
-                          for j in range(args.events - 1)]
+                lines += [
+                    w.reply(sid, f"event {j} " + "x" * 80, final=False)
+                    for j in range(args.events - 1)
+                ]
                 append(transcript(claude_dir, sid), b"".join(lines))
                 sids.append(sid)
             results = run_browser(gateway, sids[-1], args)
@@ -98,8 +100,11 @@ def main() -> int:
     out = {
         "bench": "web",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "load_1m": round(os.getloadavg()[0], 2)},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_1m": round(os.getloadavg()[0], 2),
+        },
         "params": vars(args),
         **results,
     }
@@ -115,7 +120,9 @@ def run_browser(gateway: w.GatewayProc, sid: str, args: argparse.Namespace) -> d
     fcp: list[float] = []
     chat_open: list[float] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=w.CHROMIUM, headless=True, args=w.CHROMIUM_ARGS)
+        browser = pw.chromium.launch(
+            executable_path=w.CHROMIUM, headless=True, args=w.CHROMIUM_ARGS
+        )
         try:
             for _ in range(args.runs):
                 ctx = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)

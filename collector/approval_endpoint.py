@@ -1,4 +1,4 @@
-"""The collector's side of the approval socket (see ``shared.approval_socket``).
+"""The collector's side of the approval socket (see ``relaybus.shared.approval_socket``).
 
 :func:`listen` binds the socket in a private directory, refusing loudly — approvals off,
 never the endpoint left to someone else — when the directory is not ours alone, the path
@@ -18,8 +18,8 @@ import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from shared import approval_socket
-from shared.settings import Settings
+from relaybus.shared import approval_socket
+from relaybus.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,9 @@ def endpoint_path(settings: Settings) -> Path:
     return approval_socket.socket_path(settings.approval_port, settings.approval_socket)
 
 
-async def listen(settings: Settings, handler: Handler, *, limit: int) -> tuple[asyncio.Server, Path, int] | None:
+async def listen(
+    settings: Settings, handler: Handler, *, limit: int
+) -> tuple[asyncio.Server, Path, int] | None:
     """(server, socket path, its inode) serving ``handler``, or ``None`` after logging why not."""
     path = endpoint_path(settings)
     try:
@@ -45,7 +47,9 @@ async def listen(settings: Settings, handler: Handler, *, limit: int) -> tuple[a
     except OSError as exc:
         log.error(
             "APPROVALS OFF: cannot serve the approval socket %s (%s); the hook will fall "
-            "through to Claude Code's own prompt", path, exc,
+            "through to Claude Code's own prompt",
+            path,
+            exc,
         )
         return None
     return server, path, ino

@@ -1,7 +1,7 @@
 """Permission requests from Claude Code's hook, held while someone can answer from a phone.
 
 ``relaybus hook permission-request`` POSTs the hook's JSON to the approval socket, a Unix
-socket in a directory only this user can enter (``collector.approval_endpoint``).
+socket in a directory only this user can enter (``relaybus.collector.approval_endpoint``).
 The request is held only when a client with a full-access token watches the session
 (``RELAYBUS_APPROVAL_MODE=always``: regardless) and the session is known; otherwise the
 answer is "no decision" at once and Claude Code shows its own prompt. A held request is
@@ -18,7 +18,7 @@ for the approval timeout, so a late decision without a ``requestKey`` is
 "no decision".
 
 Session state is written only by the engine task: events are queued here and the engine
-applies them with :meth:`Approvals.apply` (as ``collector.drivers.notices`` does).
+applies them with :meth:`Approvals.apply` (as ``relaybus.collector.drivers.notices`` does).
 """
 
 from __future__ import annotations
@@ -41,20 +41,21 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, Counter
 from redis.exceptions import RedisError
 
-from collector import approval_endpoint as endpoint
-from collector.sessions import turn_event, turn_hash
-from collector.tailer import open_regular
-from shared import approvals as ap
-from shared import frames, projection
-from shared.appendlog import OutEvent
-from shared.commands import INVALID, Command, Reply
-from shared.ids import valid_session_id
-from shared.keys import Keys
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector import approval_endpoint as endpoint
+from relaybus.collector.sessions import turn_event, turn_hash
+from relaybus.collector.tailer import open_regular
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript import projection
+from relaybus.shared.wire import approvals as ap
+from relaybus.shared.wire import frames
+from relaybus.shared.wire.commands import INVALID, Command, Reply
+from relaybus.shared.wire.ids import valid_session_id
 
 if TYPE_CHECKING:
-    from collector.engine import Engine
+    from relaybus.collector.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,13 @@ class Approvals:
             if body is not None:
                 status = 200
                 reply = await self.request(body, gone=asyncio.ensure_future(reader.read(1)))
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                ValueError) as exc:
+        except (
+            TimeoutError,
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+        ) as exc:
             log.debug("approvals: bad or lost request: %r", exc)
         finally:
             with contextlib.suppress(OSError):
@@ -183,7 +189,8 @@ class Approvals:
                 writer.write(
                     f"HTTP/1.1 {status} {'OK' if status == 200 else 'Bad Request'}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-                    "Connection: close\r\n\r\n".encode() + payload
+                    "Connection: close\r\n\r\n".encode()
+                    + payload
                 )
                 await writer.drain()
             writer.close()
@@ -233,7 +240,12 @@ class Approvals:
         transcript = self._transcript(req.get("transcript_path"))
         offset = _size(transcript) if transcript is not None else 0  # before the first look
         tool_use_id, edit = await asyncio.to_thread(
-            self._describe, req.get("transcript_path"), name, tool_input, taken, _text(cwd),
+            self._describe,
+            req.get("transcript_path"),
+            name,
+            tool_input,
+            taken,
+            _text(cwd),
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + MATCH_WAIT_S
@@ -243,8 +255,14 @@ class Approvals:
             call = await asyncio.to_thread(call_after, transcript, offset, name, tool_input, taken)
             if call is not None and not call[1]:
                 tool_use_id = call[0]
-        held = Held(key, sid, name, loop.create_future(), tool_use_id,
-                    saw_waiting=self._live.get(sid) == "waiting")
+        held = Held(
+            key,
+            sid,
+            name,
+            loop.create_future(),
+            tool_use_id,
+            saw_waiting=self._live.get(sid) == "waiting",
+        )
         if tool_use_id is None and transcript is not None:
             held.rematch = lambda ids: call_after(transcript, offset, name, tool_input, ids)
         index = ap.pending_key(self.keys, sid)
@@ -257,22 +275,32 @@ class Approvals:
             pipe.expire(index, ttl)
             await self._op(pipe.execute())
             frame = frames.permission_request(
-                sid, request_key=key, tool_use_id=tool_use_id, name=name,
-                tool_input=tool_input, edit=edit, expires_at=expires,
+                sid,
+                request_key=key,
+                tool_use_id=tool_use_id,
+                name=name,
+                tool_input=tool_input,
+                edit=edit,
+                expires_at=expires,
             )
             if not await self._publish(sid, frame, frames.PERMISSION_REQUEST, wait=True):
                 await self._finish(held, (ap.CANCELLED, None), claim=True)
                 return "unavailable", {}
             log.info("approvals: %s %s held as %s (tool %s)", sid, name, key, tool_use_id or "-")
             decision = await self._hold(held, expires, gone)
-            decision = await self._finish(held, decision, claim=decision[0] not in ap.CLIENT_DECISIONS)
+            decision = await self._finish(
+                held, decision, claim=decision[0] not in ap.CLIENT_DECISIONS
+            )
         finally:
             self.held.pop(key, None)
         log.info("approvals: %s %s: %s", sid, key, decision[0])
         if decision[0] == ap.ALLOW:
             return ap.ALLOW, {"behavior": ap.ALLOW}
         if decision[0] == ap.DENY:
-            return ap.DENY, {"behavior": ap.DENY, "message": decision[1] or "Rejected from relaybus"}
+            return ap.DENY, {
+                "behavior": ap.DENY,
+                "message": decision[1] or "Rejected from relaybus",
+            }
         if decision[0] in (ap.TIMEOUT, ap.ANSWERED_ELSEWHERE):
             return decision[0], {}
         return ap.CANCELLED, {}
@@ -287,8 +315,9 @@ class Approvals:
             if left <= 0:
                 return (ap.TIMEOUT, None)
             waits: set[asyncio.Future[Any]] = {held.decided, gone}
-            await asyncio.wait(waits, timeout=min(POLL_S, left),
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                waits, timeout=min(POLL_S, left), return_when=asyncio.FIRST_COMPLETED
+            )
             if held.decided.done():
                 return held.decided.result()
             if gone.done():
@@ -330,9 +359,11 @@ class Approvals:
             # keyless decision sees one or the other (already_resolved, not no_pending_request)
             pipe = self._redis.pipeline(transaction=True)
             pipe.hdel(ap.pending_key(self.keys, held.sid), held.key)
-            pipe.set(ap.resolved_key(self.keys, held.sid),
-                     ap.resolved_record(held.key, decision[0], _now_ms()),
-                     ex=max(1, math.ceil(self.settings.approval_timeout_seconds)))
+            pipe.set(
+                ap.resolved_key(self.keys, held.sid),
+                ap.resolved_record(held.key, decision[0], _now_ms()),
+                ex=max(1, math.ceil(self.settings.approval_timeout_seconds)),
+            )
             await self._op(pipe.execute())
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("approvals: could not record the end of %s: %s", held.key, exc)
@@ -342,8 +373,13 @@ class Approvals:
         frame = frames.permission_resolved(
             held.sid, request_key=held.key, decision=decision[0], message=decision[1]
         )
-        await self._publish(held.sid, frame, frames.PERMISSION_RESOLVED, wait=False,
-                            answered=decision[0] in ap.CLIENT_DECISIONS)
+        await self._publish(
+            held.sid,
+            frame,
+            frames.PERMISSION_RESOLVED,
+            wait=False,
+            answered=decision[0] in ap.CLIENT_DECISIONS,
+        )
         return decision
 
     # --- decisions pushed by gateways ----------------------------------------------------
@@ -361,7 +397,7 @@ class Approvals:
         held.decided.set_result((str(decision), message if isinstance(message, str) else None))
         return Reply(cmd.id, True, data={"requestKey": key, "decision": decision})
 
-    # --- what the engine sees (``collector.engine.SessionObserver``) -----------------------
+    # --- what the engine sees (``relaybus.collector.engine.SessionObserver``) -----------------------
 
     def live_status(self, sid: str, status: str | None) -> None:
         """Claude Code's own dialog: ``waiting`` while it shows, anything else once answered."""
@@ -450,7 +486,11 @@ class Approvals:
         return ap.live_watchers(fields, _now_ms())
 
     def _describe(
-        self, transcript: Any, name: str, tool_input: dict[str, Any], taken: set[str],
+        self,
+        transcript: Any,
+        name: str,
+        tool_input: dict[str, Any],
+        taken: set[str],
         cwd: str | None,
     ) -> tuple[str | None, dict[str, Any] | None]:
         """(toolUseId of the matching unanswered ``tool`` block, edit preview); off the loop.
@@ -480,7 +520,11 @@ class Approvals:
 
 
 def match_tool_use(
-    path: Path, name: str, tool_input: dict[str, Any], *, taken: set[str] | frozenset[str] = frozenset()
+    path: Path,
+    name: str,
+    tool_input: dict[str, Any],
+    *,
+    taken: set[str] | frozenset[str] = frozenset(),
 ) -> str | None:
     """The ``tool`` block in the transcript's tail this request is for, if one is clear.
 

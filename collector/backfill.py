@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collector.tailer import open_regular
+from relaybus.collector.tailer import open_regular
 
 SCAN_CHUNK = 64 * 1024
 AGENT_PREFIX = "agent-"

@@ -10,7 +10,7 @@ reply stream, with a cap and an expiry) and the XACK are one transaction.
 Each command runs in a task of its own (up to :data:`MAX_IN_FLIGHT`), so a prompt waiting
 for its run to take it never holds up another session's commands. Commands of one session
 start in stream order: each waits until the previous one finished or released the order
-(``collector.drivers.release_session_order``: a prompt does once its run exists).
+(``relaybus.collector.drivers.release_session_order``: a prompt does once its run exists).
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from collector.drivers import SESSION_ORDER
-from collector.drivers.control import Controller
-from collector.drivers.notices import TraceMap, TurnNotices
-from shared import commands as c
-from shared.commands import Command, EnvelopeError, Reply
-from shared.ids import valid_session_id
-from shared.keys import Keys
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector.drivers import SESSION_ORDER
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.drivers.notices import TraceMap, TurnNotices
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
+from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class CommandConsumer:
         *,
         block_ms: int = 1000,
     ) -> None:
-        """``client`` must allow reads of ``block_ms`` (``shared.redis_conn.connect(block_ms=…)``)."""
+        """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``)."""
         self._client = client
         self._keys = Keys(settings.namespace)
         self._host = settings.host_id
@@ -133,7 +133,9 @@ class CommandConsumer:
         if entry_id in self._in_flight:
             return False
         sid = fields.get(b"sid", b"").decode("utf-8", "replace")
-        ordered = bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in c.COMMAND_TYPES
+        ordered = (
+            bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in c.COMMAND_TYPES
+        )
         after = self._order.get(sid) if ordered else None
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if ordered:
@@ -280,7 +282,9 @@ class CollectorCommands:
         controller = Controller(self._settings, client, self.notices)
         handlers: dict[str, Handler] = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
         handlers.update(self._extra)
-        consumer = CommandConsumer(client, self._settings, handlers, self._counter, block_ms=block_ms)
+        consumer = CommandConsumer(
+            client, self._settings, handlers, self._counter, block_ms=block_ms
+        )
         try:
             await consumer.run(stop)
         finally:

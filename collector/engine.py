@@ -1,9 +1,9 @@
 """What the collector does on each wake-up: sync files, live processes and timers.
 
-One :class:`Engine` per collector, driven by one task (see ``collector.service``): the
-files (:class:`~collector.files.FileSync`), the live-process files and the session timers
+One :class:`Engine` per collector, driven by one task (see ``relaybus.collector.service``): the
+files (:class:`~relaybus.collector.files.FileSync`), the live-process files and the session timers
 (turn backstop, idle end). Every write goes through the
-:class:`~collector.publisher.Publisher`, from this one task.
+:class:`~relaybus.collector.publisher.Publisher`, from this one task.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from collector import backfill, procfiles
-from collector.files import FileEntry, FileSync
-from collector.metrics import CollectorMetrics
-from collector.paths import classify
-from collector.publisher import Publisher, now_ms
-from collector.sessions import Projection, end_events, turn_event, turn_hash
-from shared.appendlog import OutEvent
-from shared.ids import valid_session_id
-from shared.settings import Settings
+from relaybus.collector import backfill, procfiles
+from relaybus.collector.files import FileEntry, FileSync
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.paths import classify
+from relaybus.collector.publisher import Publisher, now_ms
+from relaybus.collector.sessions import Projection, end_events, turn_event, turn_hash
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 
 
 class SessionObserver(Protocol):
-    """Told, on the engine task, what the files show (``collector.approvals`` listens)."""
+    """Told, on the engine task, what the files show (``relaybus.collector.approvals`` listens)."""
 
     def live_status(self, sid: str, status: str | None) -> None:
         """The live-process file's status (``None``: no file any more)."""
@@ -51,7 +51,9 @@ class Engine:
         self.projects = self.root / "projects"
         self.sessions_dir = self.root / "sessions"
         self.observers: list[SessionObserver] = []
-        self.filesync = FileSync(settings, publisher, metrics, projection, self.root, self.observers)
+        self.filesync = FileSync(
+            settings, publisher, metrics, projection, self.root, self.observers
+        )
         self.live_pids: dict[str, int] = {}
         #: Sessions whose live-process file is gone while their process still runs.
         self.closing: set[str] = set()
@@ -170,7 +172,9 @@ class Engine:
             if procfiles.pid_alive(pid):
                 change = state.turn.on_live(None, None, now)
                 if change is not None:
-                    await self.pub.commit_session(state, [turn_event(sid, change)], turn_hash(change))
+                    await self.pub.commit_session(
+                        state, [turn_event(sid, change)], turn_hash(change)
+                    )
                 else:
                     self.pub.sessions[sid] = state
                 self.closing.add(sid)

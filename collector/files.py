@@ -3,8 +3,8 @@
 :class:`FileSync` owns the file cursors. For each file it reads complete lines from the
 committed offset, projects them, plans the session events and appends them atomically
 with the new offset; the next batch is prepared while Redis runs the previous one.
-Refusals (:class:`~shared.appendlog.EpochChanged`) and connection errors propagate to the
-driver; an :class:`~shared.appendlog.OffsetConflict` is settled here by adopting the
+Refusals (:class:`~relaybus.shared.store.appendlog.EpochChanged`) and connection errors propagate to the
+driver; an :class:`~relaybus.shared.store.appendlog.OffsetConflict` is settled here by adopting the
 committed offset, so nothing is published twice.
 """
 
@@ -22,18 +22,24 @@ from typing import TYPE_CHECKING
 
 import redis.exceptions
 
-from collector import backfill, history
-from collector.metrics import CollectorMetrics
-from collector.paths import TranscriptPath, classify, parent_tool_use_id
-from collector.publisher import Publisher, now_ms
-from collector.sessions import BatchPlan, LineFacts, Projection, SessionState
-from collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
-from shared.appendlog import AppendBatch, Appended, EpochChanged, OffsetConflict, OutEvent
-from shared.ids import valid_session_id
-from shared.settings import Settings
+from relaybus.collector import backfill, history
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.paths import TranscriptPath, classify, parent_tool_use_id
+from relaybus.collector.publisher import Publisher, now_ms
+from relaybus.collector.sessions import BatchPlan, LineFacts, Projection, SessionState
+from relaybus.collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import (
+    AppendBatch,
+    Appended,
+    EpochChanged,
+    OffsetConflict,
+    OutEvent,
+)
+from relaybus.shared.wire.ids import valid_session_id
 
 if TYPE_CHECKING:
-    from collector.engine import SessionObserver
+    from relaybus.collector.engine import SessionObserver
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +54,35 @@ SEND_YIELDS = 6
 
 
 #: ``OSError`` numbers that mean "this file", not "the connection to Redis".
-FILE_ERRNOS = frozenset({
-    errno.ENOENT, errno.EACCES, errno.EPERM, errno.ELOOP, errno.EISDIR, errno.ENOTDIR,
-    errno.ENXIO, errno.ENAMETOOLONG, errno.EINVAL, errno.EIO, errno.EFBIG, errno.EOVERFLOW,
-})
+FILE_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ELOOP,
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.ENXIO,
+        errno.ENAMETOOLONG,
+        errno.EINVAL,
+        errno.EIO,
+        errno.EFBIG,
+        errno.EOVERFLOW,
+    }
+)
 
 
 def bus_error(exc: BaseException) -> bool:
     """An error of Redis or the epoch (the engine holds and retries), not of one file."""
-    if isinstance(exc, EpochChanged | redis.exceptions.ConnectionError | redis.exceptions.TimeoutError
-                  | redis.exceptions.ReadOnlyError | redis.exceptions.OutOfMemoryError
-                  | redis.exceptions.BusyLoadingError):
+    if isinstance(
+        exc,
+        EpochChanged
+        | redis.exceptions.ConnectionError
+        | redis.exceptions.TimeoutError
+        | redis.exceptions.ReadOnlyError
+        | redis.exceptions.OutOfMemoryError
+        | redis.exceptions.BusyLoadingError,
+    ):
         return True
     if isinstance(exc, NotRegular):
         return False
@@ -253,11 +277,14 @@ class FileSync:
         self.metrics.lines_published.inc(plan.published)
         log.info(
             "file %s: backfilled %d events of %d lines into session %s",
-            key, len(plan.events), read, entry.sid,
+            key,
+            len(plan.events),
+            read,
+            entry.sid,
         )
 
     async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
-        """Commit the offset at the file's end; list the session (``collector.history``)."""
+        """Commit the offset at the file's end; list the session (``relaybus.collector.history``)."""
         tail, key, ident = entry.tail, entry.tp.key, entry.tail.identity
         listed, activity = await history.listing(self, entry, end, mtime)
         value = backfill.offset_value(end, ident.dev, ident.ino)
@@ -352,7 +379,10 @@ class FileSync:
             log.info("file %s: replaced (new inode), reading from the start", key)
         else:
             log.warning(
-                "file %s: truncated to %d < %d, reading from the start", key, pr.size, entry.tail.offset
+                "file %s: truncated to %d < %d, reading from the start",
+                key,
+                pr.size,
+                entry.tail.offset,
             )
         entry.tail.reset(pr.identity, 0)
         return True

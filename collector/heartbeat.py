@@ -10,10 +10,10 @@ import time
 import orjson
 import redis.asyncio as aioredis
 
-from shared import __version__
-from shared.commands import CAP_LOAD_HISTORY, CAP_PROMPTS
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared import __version__
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import CAP_LOAD_HISTORY, CAP_PROMPTS
 
 CAPABILITIES: list[str] = []
 

@@ -26,15 +26,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from collector import backfill
-from collector.tailer import FileTail, Line
-from shared import commands as c
-from shared.appendlog import AppendBatch, OutEvent
-from shared.commands import Command, Reply
+from relaybus.collector import backfill
+from relaybus.collector.tailer import FileTail, Line
+from relaybus.shared.store.appendlog import AppendBatch, OutEvent
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, Reply
 
 if TYPE_CHECKING:
-    from collector.engine import Engine
-    from collector.files import FileEntry, FileSync
+    from relaybus.collector.engine import Engine
+    from relaybus.collector.files import FileEntry, FileSync
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,9 @@ async def load(fs: FileSync, sid: str) -> int:
             events = await _history_events(fs, entry, end)
             log.info(
                 "session %s: history of %d events loaded on demand in %.0f ms",
-                sid, len(events), (time.perf_counter() - started) * 1000,
+                sid,
+                len(events),
+                (time.perf_counter() - started) * 1000,
             )
     try:
         await pub.append(AppendBatch(sid, events, hash_updates={HISTORY_LOADED: "1"}))

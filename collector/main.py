@@ -1,4 +1,4 @@
-"""``relaybus collector`` / ``python -m collector``: run one collector until SIGTERM/SIGINT.
+"""``relaybus collector`` / ``python -m relaybus.collector``: run one collector until SIGTERM/SIGINT.
 
 Settings Redis refuses (password, database, host name) and an unusable Claude directory
 or metrics port end it at start with one line and exit 1. An unreachable Redis does not:
@@ -13,10 +13,10 @@ import logging
 import signal
 import sys
 
-from collector.service import serve
-from shared.preflight import StartupError
-from shared.redis_conn import RedisRefused, serve_unless_refused
-from shared.settings import Settings
+from relaybus.collector.service import serve
+from relaybus.shared.preflight import StartupError
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import RedisRefused, serve_unless_refused
 
 log = logging.getLogger(__name__)
 

@@ -23,13 +23,18 @@ class CollectorMetrics:
             f"{P}lines_published_total", "Lines published as session events", registry=registry
         )
         self.lines_dropped = Counter(
-            f"{P}lines_dropped_total", "Lines not published, by reason", ["reason"], registry=registry
+            f"{P}lines_dropped_total",
+            "Lines not published, by reason",
+            ["reason"],
+            registry=registry,
         )
         self._drop_reasons: set[str] = set()
         self.lines_malformed = Counter(
             f"{P}lines_malformed_total", "Lines that are not valid JSON/UTF-8", registry=registry
         )
-        self.bytes_read = Counter(f"{P}bytes_read_total", "Transcript bytes read", registry=registry)
+        self.bytes_read = Counter(
+            f"{P}bytes_read_total", "Transcript bytes read", registry=registry
+        )
         self.batch_lines = Histogram(
             f"{P}append_batch_lines",
             "Lines per append batch",
@@ -49,7 +54,9 @@ class CollectorMetrics:
             f"{P}redis_errors_total", "Redis connection errors and timeouts", registry=registry
         )
         self.files_watched = Gauge(f"{P}files_watched", "Transcripts tracked", registry=registry)
-        self.sessions_live = Gauge(f"{P}sessions_live", "Sessions started, not ended", registry=registry)
+        self.sessions_live = Gauge(
+            f"{P}sessions_live", "Sessions started, not ended", registry=registry
+        )
         self.commands = Counter(
             f"{P}commands_total", "Commands executed", ["type", "outcome"], registry=registry
         )
@@ -59,9 +66,11 @@ class CollectorMetrics:
             registry=registry,
         )
         self.task_crashes = Counter(
-            f"{P}task_crashes_total", "Supervised task crashes, by task", ["task"], registry=registry
+            f"{P}task_crashes_total",
+            "Supervised task crashes, by task",
+            ["task"],
+            registry=registry,
         )
-
 
     def dropped(self, reason: str, n: int) -> None:
         """Count ``n`` lines not published for ``reason`` (a record type, or a rule's name).
@@ -71,7 +80,9 @@ class CollectorMetrics:
                 reason = OTHER_DROP_REASON
             if reason not in self._drop_reasons:
                 self._drop_reasons.add(reason)
-                log.info("not publishing lines of kind %r (counted in %slines_dropped_total)", reason, P)
+                log.info(
+                    "not publishing lines of kind %r (counted in %slines_dropped_total)", reason, P
+                )
         self.lines_dropped.labels(reason).inc(n)
 
 

@@ -8,7 +8,7 @@ Layout (``<claude>`` = ``settings.claude_dir``):
   session is only known from its records' ``sessionId``.
 
 Sub-agent lines belong to the parent session's stream; they never form sessions of their own.
-A session or agent id outside Claude Code's id shape (``shared.ids``) is not a transcript:
+A session or agent id outside Claude Code's id shape (``relaybus.shared.wire.ids``) is not a transcript:
 its name could splice Redis keys (``<sid>:events``) or read as a command-line option.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import orjson
 
-from collector.tailer import open_regular
-from shared.ids import valid_session_id
+from relaybus.collector.tailer import open_regular
+from relaybus.shared.wire.ids import valid_session_id
 
 AGENT_PREFIX = "agent-"
 SUFFIX = ".jsonl"

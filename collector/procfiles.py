@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from collector.tailer import open_regular
-from shared.ids import valid_session_id
+from relaybus.collector.tailer import open_regular
+from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024

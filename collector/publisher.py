@@ -1,7 +1,7 @@
 """The collector's single Redis writer: the epoch, the session cache and the atomic append.
 
 Everything the collector publishes goes through :meth:`Publisher.append` (the Lua script
-of ``shared.appendlog``), from one task, so session state and offsets never race.
+of ``relaybus.shared.store.appendlog``), from one task, so session state and offsets never race.
 Session state is cached only after Redis accepted the batch that produced it; after a
 connection error the cache is dropped and reloaded from the session hashes, so a batch
 whose reply was lost is neither repeated nor forgotten.
@@ -14,13 +14,13 @@ import time
 
 import redis.asyncio as aioredis
 
-from collector.drivers.notices import TraceMap
-from collector.metrics import CollectorMetrics
-from collector.sessions import SessionState
-from shared.appendlog import AppendBatch, Appended, LogAppender, OutEvent
-from shared.keys import Keys
-from shared.redis_conn import ensure_epoch, read_epoch
-from shared.settings import Settings
+from relaybus.collector.drivers.notices import TraceMap
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.sessions import SessionState
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import AppendBatch, Appended, LogAppender, OutEvent
+from relaybus.shared.store.connection import ensure_epoch, read_epoch
+from relaybus.shared.store.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,9 @@ def now_ms() -> int:
 
 
 class Publisher:
-    def __init__(self, client: aioredis.Redis, settings: Settings, metrics: CollectorMetrics) -> None:
+    def __init__(
+        self, client: aioredis.Redis, settings: Settings, metrics: CollectorMetrics
+    ) -> None:
         self.client = client
         self.keys = Keys(settings.namespace)
         self.host = settings.host_id

@@ -17,22 +17,22 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from prometheus_client import CollectorRegistry
 
-from collector.approvals import Approvals
-from collector.commands import CollectorCommands
-from collector.engine import Engine
-from collector.heartbeat import beat, capabilities_of
-from collector.history import HistoryRequests
-from collector.metrics import CollectorMetrics, metrics_server
-from collector.publisher import Publisher
-from collector.watcher import Wake, rescan, watch
-from shared import projection
-from shared.appendlog import EpochChanged
-from shared.approvals import PERMISSION_DECISION
-from shared.commands import LOAD_HISTORY
-from shared.keys import Keys
-from shared.preflight import StartupError, collector_dirs
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector.approvals import Approvals
+from relaybus.collector.commands import CollectorCommands
+from relaybus.collector.engine import Engine
+from relaybus.collector.heartbeat import beat, capabilities_of
+from relaybus.collector.history import HistoryRequests
+from relaybus.collector.metrics import CollectorMetrics, metrics_server
+from relaybus.collector.publisher import Publisher
+from relaybus.collector.watcher import Wake, rescan, watch
+from relaybus.shared.preflight import StartupError, collector_dirs
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import EpochChanged
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript import projection
+from relaybus.shared.wire.approvals import PERMISSION_DECISION
+from relaybus.shared.wire.commands import LOAD_HISTORY
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,9 @@ async def drive(
                 down = False
             backoff.reset()
         except EpochChanged:
-            log.warning("redis lost its data (epoch changed): new epoch, backfilling recent history")
+            log.warning(
+                "redis lost its data (epoch changed): new epoch, backfilling recent history"
+            )
             engine.reset()
             need_start = True
             continue
@@ -168,7 +170,11 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
     while not stop.is_set():
         try:
             await beat(
-                client, keys, settings.host_id, settings.heartbeat_ttl_s, stop,
+                client,
+                keys,
+                settings.host_id,
+                settings.heartbeat_ttl_s,
+                stop,
                 capabilities=capabilities_of(settings),
             )
         except REDIS_ERRORS:
@@ -205,7 +211,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     engine.observers.append(approvals)  # the terminal answering first resolves held requests
     history = HistoryRequests(wake.event.set)
     commands = CollectorCommands(
-        settings, metrics.commands, wake.event.set,
+        settings,
+        metrics.commands,
+        wake.event.set,
         extra_handlers={PERMISSION_DECISION: approvals.decide, LOAD_HISTORY: history.handle},
     )
     engine.pub.traces = commands.traces

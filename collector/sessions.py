@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from collector.turns import IDLE, WORKING, TurnChange, TurnTracker
-from shared import frames
-from shared.appendlog import OutEvent
+from relaybus.collector.turns import IDLE, WORKING, TurnChange, TurnTracker
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire import frames
 
 #: Rank of "the first real user prompt": only the first one counts. Candidates of this
 #: rank or below (a ``/command args`` line is 0) are the session's ``firstPrompt``, never
@@ -35,7 +35,7 @@ COMPACTION_AGENT_PREFIX = "acompact"
 
 
 class LineFacts(Protocol):
-    """What the collector reads from a projected line (``shared.projection.Projected``)."""
+    """What the collector reads from a projected line (``relaybus.shared.transcript.projection.Projected``)."""
 
     @property
     def publish(self) -> bool: ...
@@ -68,7 +68,7 @@ class LineFacts(Protocol):
 
 
 class Projection(Protocol):
-    """The projection module's interface (``shared.projection``)."""
+    """The projection module's interface (``relaybus.shared.transcript.projection``)."""
 
     def project_line(
         self, raw: bytes, *, data_max_bytes: int = ..., text_max_chars: int = ...
@@ -119,7 +119,10 @@ class SessionState:
             last_activity_ms=n("lastActivity"),
         )
         title, title_rank = s("title") or None, n("titleRank")
-        first, first_rank = s("firstPrompt") or None, n("firstPromptRank") if s("firstPrompt") else -1
+        first, first_rank = (
+            s("firstPrompt") or None,
+            n("firstPromptRank") if s("firstPrompt") else -1,
+        )
         if title is not None and title_rank <= FIRST_PROMPT_RANK:  # written before titles were real
             if first is None:
                 first, first_rank = title, title_rank
@@ -153,7 +156,11 @@ def turn_event(sid: str, change: TurnChange) -> OutEvent:
 
 
 def turn_hash(change: TurnChange) -> dict[str, str]:
-    return {"state": change.state, "since": str(change.since), "waitingFor": change.waiting_for or ""}
+    return {
+        "state": change.state,
+        "since": str(change.since),
+        "waitingFor": change.waiting_for or "",
+    }
 
 
 def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> OutEvent:
@@ -333,8 +340,11 @@ class BatchPlan:
             if summary is not None:  # the summary's leaf is this session's own line
                 self._title(SUMMARY_RANK, summary)
         turn = p.turn
-        if turn == IDLE and event.get("type") == "assistant" and blocks and all(
-            b.get("kind") in ("thinking", "redacted_thinking") for b in blocks
+        if (
+            turn == IDLE
+            and event.get("type") == "assistant"
+            and blocks
+            and all(b.get("kind") in ("thinking", "redacted_thinking") for b in blocks)
         ):
             turn = None  # every line of a message carries its final stop_reason: the text follows
         activity = event.get("type") == "assistant" or any(
@@ -430,7 +440,9 @@ class BatchPlan:
         self.hash.update({"title": text, "titleRank": str(rank)})
 
 
-def end_events(state: SessionState, *, reason: str, now_ms: int) -> tuple[list[OutEvent], dict[str, str]]:
+def end_events(
+    state: SessionState, *, reason: str, now_ms: int
+) -> tuple[list[OutEvent], dict[str, str]]:
     """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
     events: list[OutEvent] = []
     h: dict[str, str] = {"live": "0", "ended": "1", "endReason": reason}

@@ -77,7 +77,9 @@ class TurnTracker:
         """
         self.last_activity_ms = max(self.last_activity_ms, ts_ms)
         if turn == WORKING:
-            self.busy_seen = self.live in (WORKING, WAITING) or (self.busy_seen and self.live is None)
+            self.busy_seen = self.live in (WORKING, WAITING) or (
+                self.busy_seen and self.live is None
+            )
             self.backstopped = False
         if turn is None and activity and self.backstopped:
             turn = WORKING
@@ -109,7 +111,9 @@ class TurnTracker:
                 self.transcript = IDLE
         return self._update(now_ms)
 
-    def on_live(self, status: str | None, waiting_for: str | None, now_ms: int) -> TurnChange | None:
+    def on_live(
+        self, status: str | None, waiting_for: str | None, now_ms: int
+    ) -> TurnChange | None:
         """The live-process file's status (``None`` when it reports none or is gone)."""
         mapped = LIVE_STATUS.get(status or "")
         if mapped == IDLE:

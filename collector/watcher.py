@@ -202,7 +202,9 @@ async def _watch(
     notify, targets = await loop.run_in_executor(pool, _open, claude, dirs, targets)
     log.info(
         "watching %s: %d directories (step %d ms)",
-        ", ".join(str(d) for d in dirs), len(targets), step_ms,
+        ", ".join(str(d) for d in dirs),
+        len(targets),
+        step_ms,
     )
     until = _Until(stop)
     debounce = max(DEBOUNCE_MS, step_ms)

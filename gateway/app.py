@@ -12,12 +12,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from gateway.endpoint import Endpoint
-from gateway.runtime import Runtime
-from gateway.web_security import SecurityHeaders
-from gateway.wsio import sink_for
-from shared import __version__
-from shared.settings import Settings
+from relaybus.gateway.endpoint import Endpoint
+from relaybus.gateway.runtime import Runtime
+from relaybus.gateway.web_security import SecurityHeaders
+from relaybus.gateway.wsio import sink_for
+from relaybus.shared import __version__
+from relaybus.shared.settings import Settings
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -53,8 +53,14 @@ def create_app(
         async with rt:
             yield
 
-    app = FastAPI(title="relaybus gateway", version=__version__, lifespan=lifespan, docs_url=None,
-                  redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="relaybus gateway",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.runtime = rt
 
     @app.get("/healthz")
@@ -73,7 +79,7 @@ def create_app(
         return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
 
     # /ws is served ahead of the middleware stack so frames can be written in bursts
-    # (gateway.wsio); everything else goes through FastAPI.
+    # (relaybus.gateway.wsio); everything else goes through FastAPI.
     app.add_middleware(WebSocketRoute, path="/ws", endpoint=rt.endpoint)
     app.add_middleware(SecurityHeaders)
     if STATIC_DIR.is_dir():

@@ -2,7 +2,7 @@
 
 A collector holds a permission request only while some client could answer it, so each
 gateway publishes how many full-access clients watch each session
-(``{ns}:session:<sid>:watchers``, field = gatewayId, see :mod:`shared.approvals`): at
+(``{ns}:session:<sid>:watchers``, field = gatewayId, see :mod:`relaybus.shared.wire.approvals`): at
 once on watch/unwatch, and from a periodic pass that also notices disconnects and
 refreshes the stamps, so the counts of a gateway that died stop counting by themselves.
 
@@ -28,17 +28,17 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from gateway import protocol
-from gateway.auth import Access
-from gateway.connection import Connection
-from gateway.fanout import Hub
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import ErrorCode, ProtocolError
-from gateway.tasks import cancel_and_wait
-from shared import approvals as ap
-from shared import commands as c
-from shared.commands import Command
-from shared.keys import Keys
+from relaybus.gateway import protocol
+from relaybus.gateway.auth import Access
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import ErrorCode, ProtocolError
+from relaybus.gateway.tasks import cancel_and_wait
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,9 @@ class GatewayApprovals:
 
     # --- decisions ---------------------------------------------------------------------
 
-    async def decide(self, conn: Connection, msg: protocol.AcceptDiff | protocol.RejectDiff) -> None:
+    async def decide(
+        self, conn: Connection, msg: protocol.AcceptDiff | protocol.RejectDiff
+    ) -> None:
         rid = msg.requestId
         decision = ap.ALLOW if isinstance(msg, protocol.AcceptDiff) else ap.DENY
         reason = msg.reason if isinstance(msg, protocol.RejectDiff) else None
@@ -150,12 +152,16 @@ class GatewayApprovals:
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
         claimed = await self._client.set(
-            ap.decision_key(self._keys, key), ap.decision_record(decision, reason),
-            nx=True, ex=ap.DECISION_GRACE_S,
+            ap.decision_key(self._keys, key),
+            ap.decision_record(decision, reason),
+            nx=True,
+            ex=ap.DECISION_GRACE_S,
         )
         if not claimed:
             self._metrics.commands.labels(msg.type, ap.ALREADY_RESOLVED).inc()
-            raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid)
+            raise ProtocolError(
+                ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
+            )
         host = str(entry.get("host", ""))
         cmd = Command(
             id=str(uuid.uuid4()),
@@ -171,7 +177,9 @@ class GatewayApprovals:
         await c.ensure_group(self._client, stream)
         await self._client.xadd(stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
         self._metrics.commands.labels(msg.type, "ok").inc()
-        log.info("%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-")
+        log.info(
+            "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
+        )
         frame: dict[str, Any] = {
             "type": "decision_ack",
             "sessionId": sid,
@@ -212,20 +220,25 @@ class GatewayApprovals:
             return found[0]
         if found:
             raise ProtocolError(
-                ErrorCode.AMBIGUOUS, f"{len(found)} requests are pending: say which (requestKey)", rid
+                ErrorCode.AMBIGUOUS,
+                f"{len(found)} requests are pending: say which (requestKey)",
+                rid,
             )
         if expired is not None:
             raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {expired} timed out", rid)
         if request_key is not None and await self._client.exists(
             ap.decision_key(self._keys, request_key)
         ):
-            raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid)
+            raise ProtocolError(
+                ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid
+            )
         if request_key is None:
             late = await self._recently_resolved(sids)
             if late is not None:
                 raise ProtocolError(
                     ErrorCode.ALREADY_RESOLVED,
-                    f"request {late[0]} was already resolved ({late[1]})", rid,
+                    f"request {late[0]} was already resolved ({late[1]})",
+                    rid,
                 )
         raise ProtocolError(ErrorCode.NO_PENDING_REQUEST, "no permission request is pending", rid)
 

@@ -17,7 +17,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
 
 
 class AuthConfigError(Exception):

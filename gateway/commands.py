@@ -26,15 +26,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway import protocol
-from gateway.connection import Connection
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import ErrorCode, ProtocolError
-from gateway.tasks import cancel_and_wait
-from shared import commands as c
-from shared.commands import Command, EnvelopeError, Reply
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.gateway import protocol
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import ErrorCode, ProtocolError
+from relaybus.gateway.tasks import cancel_and_wait
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ReplyReader:
     """The process's one reader of its reply stream; futures are resolved by command id."""
 
     def __init__(self, client: aioredis.Redis, stream: str, *, block_ms: int = 1000) -> None:
-        """``client`` must allow reads of ``block_ms`` (``shared.redis_conn.connect(block_ms=…)``)."""
+        """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``)."""
         self._client = client
         self._stream = stream
         self._block_ms = block_ms
@@ -128,7 +128,7 @@ class ReplyReader:
 
 
 class GatewayCommands:
-    """The gateway's command router (``gateway.handlers.CommandRouter``)."""
+    """The gateway's command router (``relaybus.gateway.handlers.CommandRouter``)."""
 
     def __init__(
         self,
@@ -175,7 +175,9 @@ class GatewayCommands:
             )
         if isinstance(msg, protocol.Prompt):
             if msg.sessionId is None:
-                raise ProtocolError(ErrorCode.INVALID_FIELD, "prompt needs a sessionId", msg.requestId)
+                raise ProtocolError(
+                    ErrorCode.INVALID_FIELD, "prompt needs a sessionId", msg.requestId
+                )
             if not msg.message.strip() or len(msg.message) > c.MAX_MESSAGE_CHARS:
                 raise ProtocolError(
                     ErrorCode.INVALID_FIELD,
@@ -209,15 +211,21 @@ class GatewayCommands:
         except RedisError as exc:
             log.warning("command %s: Redis error: %s", msg.type, exc)
             frame = c.refusal(
-                msg.type, ErrorCode.UNAVAILABLE, "storage unavailable, retry",
-                request_id=msg.requestId, trace_id=msg.traceId,
+                msg.type,
+                ErrorCode.UNAVAILABLE,
+                "storage unavailable, retry",
+                request_id=msg.requestId,
+                trace_id=msg.traceId,
             )
             outcome = ErrorCode.UNAVAILABLE.value
         except Exception:  # a bug must still answer the request, and be seen
             log.exception("command %s failed", msg.type)
             frame = c.refusal(
-                msg.type, c.BRIDGE_ERROR, "internal error",
-                request_id=msg.requestId, trace_id=msg.traceId,
+                msg.type,
+                c.BRIDGE_ERROR,
+                "internal error",
+                request_id=msg.requestId,
+                trace_id=msg.traceId,
             )
             outcome = "internal_error"
         elapsed = time.monotonic() - started
@@ -228,8 +236,13 @@ class GatewayCommands:
         self._metrics.commands.labels(msg.type, outcome).inc()
         log.info(
             "command %s %s session=%s request=%s trace=%s: %s in %.3fs",
-            cmd_id, msg.type, getattr(msg, "sessionId", None) or "-",
-            msg.requestId or "-", msg.traceId or "-", outcome, elapsed,
+            cmd_id,
+            msg.type,
+            getattr(msg, "sessionId", None) or "-",
+            msg.requestId or "-",
+            msg.traceId or "-",
+            outcome,
+            elapsed,
         )
 
     def _remember(self, cmd_id: str, conn: Connection, msg: protocol.Command) -> None:
@@ -250,15 +263,23 @@ class GatewayCommands:
         if conn.close_code is not None:
             return
         frame = c.refusal(
-            c.PROMPT, reply.code or c.PROMPT_FAILED, reply.message or "the prompt failed",
-            request_id=rid, trace_id=trace,
+            c.PROMPT,
+            reply.code or c.PROMPT_FAILED,
+            reply.message or "the prompt failed",
+            request_id=rid,
+            trace_id=trace,
         )
         frame["sessionId"] = sid
         frame["seqId"] = self._position()
         conn.send(frame)
         self._metrics.commands.labels(c.PROMPT, f"late_{reply.code or 'error'}").inc()
-        log.info("command %s prompt session=%s request=%s: failed late: %s",
-                 reply.command_id, sid or "-", rid or "-", reply.code)
+        log.info(
+            "command %s prompt session=%s request=%s: failed late: %s",
+            reply.command_id,
+            sid or "-",
+            rid or "-",
+            reply.code,
+        )
 
     async def execute(self, msg: protocol.Command) -> tuple[dict[str, Any], str, str]:
         """Route one command; returns the client frame (no seqId), the outcome and the command id."""
@@ -298,15 +319,18 @@ class GatewayCommands:
         reply = await self._round_trip(host, cmd)
         if reply is None:
             frame = c.refusal(
-                msg.type, c.TIMEOUT, f"machine {host!r} did not answer in {self._timeout_s:g}s",
-                request_id=rid, trace_id=trace,
+                msg.type,
+                c.TIMEOUT,
+                f"machine {host!r} did not answer in {self._timeout_s:g}s",
+                request_id=rid,
+                trace_id=trace,
             )
             return frame, c.TIMEOUT, cmd.id
         outcome = "ok" if reply.ok else (reply.code or "error")
         return c.client_frame(cmd, reply), outcome, cmd.id
 
     async def load_history(self, sid: str, host: str) -> bool:
-        """Ask ``host`` to publish ``sid``'s history (``collector.history``); True once it did.
+        """Ask ``host`` to publish ``sid``'s history (``relaybus.collector.history``); True once it did.
 
         Concurrent watches of one session on this gateway share one command; the collector
         publishes a history at most once whoever asks.
@@ -325,7 +349,9 @@ class GatewayCommands:
         return ok
 
     async def _load_history(self, sid: str, host: str) -> bool:
-        if c.CAP_LOAD_HISTORY not in c.host_capabilities(await self._client.get(self._keys.host(host))):
+        if c.CAP_LOAD_HISTORY not in c.host_capabilities(
+            await self._client.get(self._keys.host(host))
+        ):
             log.info("history of %s not loaded: machine %s is offline or too old", sid, host)
             return False
         cmd = Command(
@@ -348,9 +374,8 @@ class GatewayCommands:
         try:
             await asyncio.wait_for(self.replies.ready.wait(), self._timeout_s)
             await c.ensure_group(self._client, stream)
-            await self._client.xadd(
-                stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True  # type: ignore[arg-type]
-            )
+            fields = cmd.fields()
+            await self._client.xadd(stream, fields, maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
             reply = await asyncio.wait_for(fut, self._timeout_s)
         except TimeoutError:
             return None
@@ -362,6 +387,8 @@ class GatewayCommands:
     async def _only_live_host(self) -> str | None:
         """The one machine whose heartbeat is current, from the ``hosts`` index (never a
         SCAN of the keyspace: a client could make every gateway walk it per request)."""
-        live = await self._client.zrangebyscore(self._keys.hosts, c.now_ms(), "+inf", start=0, num=2)
+        live = await self._client.zrangebyscore(
+            self._keys.hosts, c.now_ms(), "+inf", start=0, num=2
+        )
         hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in live]
         return hosts[0] if len(hosts) == 1 else None

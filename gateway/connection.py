@@ -7,7 +7,7 @@ drained by the connection's own task. A connection more than ``queue_max`` live 
 behind, or holding more than ``budget_bytes`` unwritten, when the next batch arrives is
 cut off with close code 4008 (slow consumer) and resumes later with its ``lastSeqId``.
 While a replay is being read, live events for that stream are buffered and merged
-afterwards (:mod:`gateway.replay`).
+afterwards (:mod:`relaybus.gateway.replay`).
 
 Replays and resumes share the same byte budget: their producers queue one page at a
 time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
@@ -24,14 +24,14 @@ from typing import Any
 
 from starlette.websockets import WebSocketDisconnect
 
-from gateway import protocol
-from gateway.auth import Access
-from gateway.events import Event
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode
-from gateway.replay import Gap
-from gateway.wsio import FrameSink, Outgoing, WriteTimeout
-from shared import frames
+from relaybus.gateway import protocol
+from relaybus.gateway.auth import Access
+from relaybus.gateway.events import Event
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode
+from relaybus.gateway.replay import Gap
+from relaybus.gateway.wsio import FrameSink, Outgoing, WriteTimeout
+from relaybus.shared.wire import frames
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +152,12 @@ class Connection:
             return None
         if self._live_backlog >= self.queue_max or self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
-            log.info("connection %s: %d frames / %d bytes behind, closing as slow consumer",
-                     self.cid, self._live_backlog, self.queued_bytes)
+            log.info(
+                "connection %s: %d frames / %d bytes behind, closing as slow consumer",
+                self.cid,
+                self._live_backlog,
+                self.queued_bytes,
+            )
             self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
             return None
         if not self._queue and not self._busy and self.sink.write_now(staged):
@@ -186,8 +190,11 @@ class Connection:
         off instead (a never-reading client asking for big replies, e.g. list_sessions)."""
         if self.close_code is None and self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
-            log.info("connection %s: %d bytes behind on replies, closing as slow consumer",
-                     self.cid, self.queued_bytes)
+            log.info(
+                "connection %s: %d bytes behind on replies, closing as slow consumer",
+                self.cid,
+                self.queued_bytes,
+            )
             self.abort(CloseCode.SLOW_CONSUMER, "slow consumer")
             return
         self._enqueue([self.direct_out(frame)])
@@ -278,8 +285,9 @@ class Connection:
             # not read a close frame either) instead of holding what it is sent.
             if self.close_code is None:
                 self.metrics.slow_consumers.inc()
-            log.info("connection %s: socket took no data in time, closing as slow consumer",
-                     self.cid)
+            log.info(
+                "connection %s: socket took no data in time, closing as slow consumer", self.cid
+            )
             self.abort(CloseCode.SLOW_CONSUMER, "write timeout")
             self.sink.abort()
         except (OSError, RuntimeError, WebSocketDisconnect) as exc:

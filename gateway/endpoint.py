@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway import protocol
-from gateway.auth import TokenTable, token_from_request
-from gateway.connection import Connection
-from gateway.fanout import Hub
-from gateway.handlers import Handlers
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode, ErrorCode, ProtocolError
-from gateway.web_security import OriginPolicy
-from gateway.wsio import AsgiSink, FrameSink
+from relaybus.gateway import protocol
+from relaybus.gateway.auth import TokenTable, token_from_request
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.handlers import Handlers
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from relaybus.gateway.web_security import OriginPolicy
+from relaybus.gateway.wsio import AsgiSink, FrameSink
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +96,11 @@ class Endpoint:
         if not cfg.origins.allows(ws.headers):
             # A page on another site: refused before the upgrade (HTTP 403).
             self.metrics.auth_failures.inc()
-            log.info("connection from %s refused: Origin %r not allowed",
-                     ws.client, ws.headers.get("origin"))
+            log.info(
+                "connection from %s refused: Origin %r not allowed",
+                ws.client,
+                ws.headers.get("origin"),
+            )
             await ws.close(CloseCode.UNAUTHORIZED)
             return
         offered = token_from_request(ws.headers, ws.query_params)
@@ -141,9 +144,7 @@ class Endpoint:
             # Whatever the client does (pings, nothing, no close reply), the socket is gone
             # within close_timeout_s: a transport that is still flushing is dropped then.
             asyncio.get_running_loop().call_later(cfg.close_timeout_s, sink.abort)
-            log.info(
-                "connection %s closed (%s)", conn.cid, conn.close_code or "by client"
-            )
+            log.info("connection %s closed (%s)", conn.cid, conn.close_code or "by client")
 
     async def _receive(self, ws: WebSocket, conn: Connection, offered: str | None) -> None:
         cfg = self.config
@@ -273,4 +274,3 @@ class Endpoint:
         # Refused means gone: if the client does not take the error and close frames in
         # close_timeout_s (it floods pings and reads nothing), drop the socket.
         asyncio.get_running_loop().call_later(self.config.close_timeout_s, conn.sink.abort)
-

@@ -12,7 +12,7 @@ import struct
 
 import orjson
 
-from shared import frames
+from relaybus.shared.wire import frames
 
 #: Log kinds that belong to one session's stream (delivered per watch).
 SESSION_KINDS = frames.SESSION_KINDS
@@ -22,8 +22,17 @@ class Event:
     """One log entry: global ``seq``, session id, kind, frame bytes and collector stamp (ms)."""
 
     __slots__ = (
-        "_blocks_only", "_qseq", "_text", "_wire", "_wire_bo", "delivered", "frame", "kind",
-        "seq", "sid", "stamp_ms",
+        "_blocks_only",
+        "_qseq",
+        "_text",
+        "_wire",
+        "_wire_bo",
+        "delivered",
+        "frame",
+        "kind",
+        "seq",
+        "sid",
+        "stamp_ms",
     )
 
     def __init__(self, seq: int, sid: str, kind: str, frame: bytes, stamp_ms: int) -> None:

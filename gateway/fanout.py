@@ -20,14 +20,14 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from gateway import protocol
-from gateway.connection import Connection
-from gateway.events import Event, from_entry, seq_of
-from gateway.metrics import GatewayMetrics
-from gateway.replay import Gap
-from shared import frames
-from shared.keys import Keys
-from shared.redis_conn import ensure_epoch
+from relaybus.gateway import protocol
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.events import Event, from_entry, seq_of
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.replay import Gap
+from relaybus.shared.store.connection import ensure_epoch
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import frames
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class Hub:
         (above what its own replay read from the log).
 
         A connection still buffering (before hello, or while its resume replays the log)
-        holds the gap; its merge places it after the replay (:func:`gateway.replay.
+        holds the gap; its merge places it after the replay (:func:`relaybus.gateway.replay.
         with_held_gaps`), so it never overtakes frames that come before it.
         """
         log.warning("log reader gap: seqs %d..%d were trimmed before dispatch", from_seq, to_seq)

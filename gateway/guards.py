@@ -85,8 +85,11 @@ def guarded_http(*, header_timeout_s: float, max_conns: int) -> type[H11Protocol
         def _headers_late(self) -> None:
             self._header_timer = None
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                log.debug("connection from %s: request headers not complete in %.0fs",
-                          self.client, header_timeout_s)
+                log.debug(
+                    "connection from %s: request headers not complete in %.0fs",
+                    self.client,
+                    header_timeout_s,
+                )
                 self.transport.abort()
 
         def data_received(self, data: bytes) -> None:
@@ -109,7 +112,9 @@ def guarded_http(*, header_timeout_s: float, max_conns: int) -> type[H11Protocol
     return GuardedH11Protocol
 
 
-def guarded_websocket(*, write_buffer_max: int = WRITE_BUFFER_MAX) -> type[WebSocketsSansIOProtocol]:
+def guarded_websocket(
+    *, write_buffer_max: int = WRITE_BUFFER_MAX
+) -> type[WebSocketsSansIOProtocol]:
     """A sans-I/O WebSocket protocol class that drops clients it cannot write to."""
 
     class GuardedWebSocketProtocol(WebSocketsSansIOProtocol):
@@ -130,13 +135,18 @@ def guarded_websocket(*, write_buffer_max: int = WRITE_BUFFER_MAX) -> type[WebSo
 
         def data_received(self, data: bytes) -> None:
             for at in range(0, len(data), PARSE_SLICE):
-                super().data_received(data[at : at + PARSE_SLICE] if len(data) > PARSE_SLICE else data)
+                super().data_received(
+                    data[at : at + PARSE_SLICE] if len(data) > PARSE_SLICE else data
+                )
                 if self.transport.is_closing():
                     return
             transport = self.transport
             if not transport.is_closing() and transport.get_write_buffer_size() > write_buffer_max:
-                log.info("connection from %s: %d bytes unread (ping flood?), dropped",
-                         self.client, transport.get_write_buffer_size())
+                log.info(
+                    "connection from %s: %d bytes unread (ping flood?), dropped",
+                    self.client,
+                    transport.get_write_buffer_size(),
+                )
                 transport.abort()
 
     return GuardedWebSocketProtocol
@@ -177,4 +187,3 @@ def install_accept_throttle(every_s: float = 60.0) -> AcceptErrorThrottle:
     throttle = AcceptErrorThrottle(every_s)
     logger.addFilter(throttle)
     return throttle
-

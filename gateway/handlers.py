@@ -1,7 +1,7 @@
 """What each client message does. One :class:`Handlers` per process, stateless per call.
 
 Replays follow DESIGN §8: the connection is subscribed (buffering) *before* history is
-read; the merge in :mod:`gateway.replay` then yields every event once, in order, and the
+read; the merge in :mod:`relaybus.gateway.replay` then yields every event once, in order, and the
 whole replay is queued as one burst. Commands go to a :class:`CommandRouter`; until the
 command issue lands, :class:`NotImplementedCommands` answers them with an error.
 """
@@ -15,19 +15,19 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from gateway import history, protocol
-from gateway.approvals import GatewayApprovals
-from gateway.auth import Access
-from gateway.connection import Connection
-from gateway.fanout import Hub
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode, ErrorCode, ProtocolError
-from gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
-from gateway.sessions import list_hosts, list_sessions, turn_status_frame
-from gateway.wsio import Outgoing
-from shared import __version__
-from shared.commands import reservation_key
-from shared.keys import Keys
+from relaybus.gateway import history, protocol
+from relaybus.gateway.approvals import GatewayApprovals
+from relaybus.gateway.auth import Access
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
+from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
+from relaybus.gateway.sessions import list_hosts, list_sessions, turn_status_frame
+from relaybus.gateway.wsio import Outgoing
+from relaybus.shared import __version__
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import reservation_key
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,7 @@ class Handlers:
         else:
             if conn.access is not Access.FULL:
                 self.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
-                raise ProtocolError(
-                    ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId
-                )
+                raise ProtocolError(ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId)
             if self.approvals is not None and isinstance(
                 msg, protocol.AcceptDiff | protocol.RejectDiff
             ):
@@ -197,8 +195,10 @@ class Handlers:
                 return None
             if first_page:
                 first_page = False
-                first = page.events[0].seq if page.events else next(
-                    (e.seq for e in buf if e.seq > floor), None
+                first = (
+                    page.events[0].seq
+                    if page.events
+                    else next((e.seq for e in buf if e.seq > floor), None)
                 )
                 gap = leading_gap(floor, first, page.head)
                 if gap is not None:
@@ -281,9 +281,7 @@ class Handlers:
                 history_loaded = await self._load_history(sid, head.row)
                 head = await self._read_session(msg)
             if not head.row and not await self.client.exists(reservation_key(self.keys, sid)):
-                raise ProtocolError(
-                    ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId
-                )
+                raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
             raise
@@ -308,7 +306,9 @@ class Handlers:
             if not items or items[0] is not ack:  # pages were sent: the client starts over
                 log.warning("connection %s: replay of %s failed: %s", conn.cid, sid, exc)
                 final = protocol.error_frame(
-                    ErrorCode.UNAVAILABLE, "replay failed, reconnect", msg.requestId,
+                    ErrorCode.UNAVAILABLE,
+                    "replay failed, reconnect",
+                    msg.requestId,
                     self.hub.position,
                 )
                 conn.abort(CloseCode.INTERNAL_ERROR, "replay failed", final=final)
@@ -348,9 +348,7 @@ class Handlers:
                 return None
             stop_at = buf[0].seq if buf else None
             events = [ev for ev in page if stop_at is None or ev.seq < stop_at]
-            merged = merge(
-                events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last
-            )
+            merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
             self._session_items(conn, sid, merged, items)
             if len(events) < history.SESSION_PAGE:
                 return merged

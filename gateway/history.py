@@ -7,8 +7,8 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from gateway.events import Event, from_entry
-from shared.keys import Keys
+from relaybus.gateway.events import Event, from_entry
+from relaybus.shared.store.keys import Keys
 
 RESUME_PAGE = 256
 #: Session events per replay page (each page is queued before the next is read).

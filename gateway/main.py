@@ -1,4 +1,4 @@
-"""Run the gateway: ``relaybus gateway`` / ``python -m gateway`` (``run``), or inside
+"""Run the gateway: ``relaybus gateway`` / ``python -m relaybus.gateway`` (``run``), or inside
 ``relaybus up`` next to the collector (``serve``, stopped by an event)."""
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from collections.abc import Generator
 import uvicorn
 from fastapi import FastAPI
 
-from gateway.app import create_app
-from gateway.auth import AuthConfigError
-from gateway.guards import (
+from relaybus.gateway.app import create_app
+from relaybus.gateway.auth import AuthConfigError
+from relaybus.gateway.guards import (
     MAX_HEADER_BYTES,
     guarded_http,
     guarded_websocket,
     install_accept_throttle,
     max_connections,
 )
-from gateway.protocol import CloseCode
-from gateway.runtime import Runtime
-from shared.preflight import StartupError, check_port
-from shared.redis_conn import RedisRefused, serve_unless_refused
-from shared.settings import Settings
+from relaybus.gateway.protocol import CloseCode
+from relaybus.gateway.runtime import Runtime
+from relaybus.shared.preflight import StartupError, check_port
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import RedisRefused, serve_unless_refused
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
         app,
         host=settings.gateway_host,
         port=settings.gateway_port,
-        # h11 with a header deadline and a connection cap (gateway.guards): a slowloris
+        # h11 with a header deadline and a connection cap (relaybus.gateway.guards): a slowloris
         # is cut off after header_timeout_s and can never take every file descriptor.
         http=guarded_http(header_timeout_s=settings.header_timeout_s, max_conns=conns),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
@@ -89,7 +89,8 @@ def warn_if_anonymous(settings: Settings) -> None:
         log.warning(
             "RELAYBUS_ALLOW_ANONYMOUS is on: anyone who can reach %s:%d is served without a "
             "token; set RELAYBUS_TOKENS and turn it off unless this network is yours alone",
-            settings.gateway_host, settings.gateway_port,
+            settings.gateway_host,
+            settings.gateway_port,
         )
 
 
@@ -129,7 +130,11 @@ def run(settings: Settings) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await serve_unless_refused(
-            settings, stop, lambda: serve(settings, stop), log, "/readyz answers 503 until it answers"
+            settings,
+            stop,
+            lambda: serve(settings, stop),
+            log,
+            "/readyz answers 503 until it answers",
         )
 
     try:

@@ -5,7 +5,19 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
 )
 
 
@@ -30,15 +42,19 @@ class GatewayMetrics:
             registry=registry,
         )
         self.auth_failures = Counter(
-            f"{p}auth_failures_total", "Connections refused for a missing or bad token",
+            f"{p}auth_failures_total",
+            "Connections refused for a missing or bad token",
             registry=registry,
         )
         self.bad_frames = Counter(
-            f"{p}bad_frames_total", "Client frames refused, by error code", ["code"],
+            f"{p}bad_frames_total",
+            "Client frames refused, by error code",
+            ["code"],
             registry=registry,
         )
         self.reader_lag = Gauge(
-            f"{p}log_reader_lag_events", "Head seq minus the last seq dispatched",
+            f"{p}log_reader_lag_events",
+            "Head seq minus the last seq dispatched",
             registry=registry,
         )
         self.e2e_latency = Histogram(
@@ -49,12 +65,16 @@ class GatewayMetrics:
             registry=registry,
         )
         self.commands = Counter(
-            f"{p}commands_total", "Commands by type and outcome", ["type", "outcome"],
+            f"{p}commands_total",
+            "Commands by type and outcome",
+            ["type", "outcome"],
             registry=registry,
         )
         self.command_round_trip = Histogram(
-            f"{p}command_round_trip_seconds", "Command sent to reply received",
-            buckets=_LATENCY_BUCKETS, registry=registry,
+            f"{p}command_round_trip_seconds",
+            "Command sent to reply received",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
         )
         self._sent: dict[str, Counter] = {}
 

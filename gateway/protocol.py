@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from shared.ids import SESSION_ID_PATTERN
+from relaybus.shared.wire.ids import SESSION_ID_PATTERN
 
 #: Capabilities this server understands; ``welcome`` echoes the intersection.
 SESSION_SUBSCRIPTIONS = "session_subscriptions"
@@ -66,7 +66,7 @@ class _Msg(BaseModel):
     traceId: str | None = Field(default=None, max_length=256)
 
 
-#: Claude Code's id shape (shared/ids.py): never ``:`` (Redis keys), never ``-`` first (argv).
+#: Claude Code's id shape (shared/wire/ids.py): never ``:`` (Redis keys), never ``-`` first (argv).
 SessionId = Annotated[str, Field(pattern=SESSION_ID_PATTERN)]
 #: A collector's request key (hex); nothing that could splice a Redis key.
 RequestKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
@@ -140,18 +140,14 @@ COMMAND_TYPES = frozenset(
 _ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(
     Annotated[ClientMessage, Field(discriminator="type")]
 )
-_TYPES = frozenset(
-    {"hello", "list_sessions", "watch_session", "unwatch_session"} | COMMAND_TYPES
-)
+_TYPES = frozenset({"hello", "list_sessions", "watch_session", "unwatch_session"} | COMMAND_TYPES)
 
 
 def parse_client_frame(raw: str | bytes, max_bytes: int) -> ClientMessage:
     """Validate one client frame; raise :class:`ProtocolError` with the matching code."""
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > max_bytes:
-        raise ProtocolError(
-            ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds {max_bytes}"
-        )
+        raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds {max_bytes}")
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -191,9 +187,7 @@ def with_request(frame: dict[str, Any], request_id: str | None) -> dict[str, Any
     return frame
 
 
-def error_frame(
-    code: str, message: str, request_id: str | None, seq_id: int
-) -> dict[str, Any]:
+def error_frame(code: str, message: str, request_id: str | None, seq_id: int) -> dict[str, Any]:
     return with_request(
         {"type": "error", "code": code, "message": message, "seqId": seq_id}, request_id
     )

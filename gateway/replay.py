@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gateway.events import Event
+from relaybus.gateway.events import Event
 
 TRIMMED = "trimmed"
 HOLE = "hole"

@@ -11,19 +11,19 @@ from types import TracebackType
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from gateway.approvals import GatewayApprovals
-from gateway.auth import TokenTable
-from gateway.commands import GatewayCommands
-from gateway.endpoint import Endpoint, EndpointConfig
-from gateway.fanout import Hub, LogReader
-from gateway.handlers import CommandRouter, Handlers
-from gateway.metrics import GatewayMetrics
-from gateway.protocol import CloseCode
-from gateway.tasks import cancel_and_wait
-from gateway.web_security import OriginPolicy
-from shared.keys import Keys
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.gateway.approvals import GatewayApprovals
+from relaybus.gateway.auth import TokenTable
+from relaybus.gateway.commands import GatewayCommands
+from relaybus.gateway.endpoint import Endpoint, EndpointConfig
+from relaybus.gateway.fanout import Hub, LogReader
+from relaybus.gateway.handlers import CommandRouter, Handlers
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import CloseCode
+from relaybus.gateway.tasks import cancel_and_wait
+from relaybus.gateway.web_security import OriginPolicy
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
 
 log = logging.getLogger(__name__)
 

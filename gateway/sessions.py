@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from shared.commands import host_capabilities
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import host_capabilities
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
 LIST_LIMIT = 1000
@@ -106,7 +106,6 @@ def has_something_to_show(row: dict[bytes, bytes]) -> bool:
         return True
     verdict = row.get(b"hasContent")
     return verdict == b"1" if verdict else (_int(row.get(b"sessionSeq")) or 0) > 0
-
 
 
 #: Upper bound on machines listed in one ``sessions`` reply.

@@ -14,7 +14,9 @@ import logging
 log = logging.getLogger(__name__)
 
 
-async def cancel_and_wait(task: asyncio.Task[None], *, step_s: float = 0.5, tries: int = 40) -> None:
+async def cancel_and_wait(
+    task: asyncio.Task[None], *, step_s: float = 0.5, tries: int = 40
+) -> None:
     """Cancel ``task`` (again every ``step_s`` while it keeps running) and wait for it."""
     for _ in range(tries):
         if task.done():

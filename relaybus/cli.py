@@ -1,6 +1,6 @@
 """The ``relaybus`` console script.
 
-Every option is generated from :class:`shared.settings.Settings`, so ``--help`` always
+Every option is generated from :class:`relaybus.shared.settings.Settings`, so ``--help`` always
 documents every variable: ``--redis-url`` is ``RELAYBUS_REDIS_URL``. A flag given on the
 command line wins over the environment and ``.env``.
 """
@@ -8,18 +8,18 @@ command line wins over the environment and ``.env``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared import __version__, hookcli
+from relaybus import hookcli
+from relaybus.shared import __version__
 
 if TYPE_CHECKING:
-    from shared.settings import Settings
+    from relaybus.shared.settings import Settings
 
-# shared.settings (pydantic) is imported inside the functions that need it: the hook
-# subcommands (shared.hookcli), which Claude Code runs on every permission prompt, start
+# relaybus.shared.settings (pydantic) is imported inside the functions that need it: the hook
+# subcommands (relaybus.hookcli), which Claude Code runs on every permission prompt, start
 # without it.
 
 SHARED_FIELDS = [
@@ -70,25 +70,52 @@ GATEWAY_FIELDS = [
     "command_timeout_seconds",
 ]
 
+
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
-COMMANDS: dict[str, tuple[str, list[str], str]] = {
+def _run_collector(settings: Settings) -> int:
+    from relaybus.collector.main import run
+
+    return run(settings)
+
+
+def _run_gateway(settings: Settings) -> int:
+    from relaybus.gateway.main import run
+
+    return run(settings)
+
+
+def _run_up(settings: Settings) -> int:
+    from relaybus.up import run
+
+    return run(settings)
+
+
+def _run_doctor(settings: Settings) -> int:
+    from relaybus.doctor import run
+
+    return run(settings)
+
+
+# name → (run, its settings, summary). Each run imports its module when called: a command
+# loads only its own side (and the hook subcommands none of them).
+COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
     "collector": (
-        "collector.main",
+        _run_collector,
         SHARED_FIELDS + COLLECTOR_FIELDS,
         "tail this machine's Claude Code transcripts into the Redis log",
     ),
     "gateway": (
-        "gateway.main",
+        _run_gateway,
         SHARED_FIELDS + GATEWAY_FIELDS,
         "serve the WebSocket protocol, the web client and /metrics",
     ),
     "up": (
-        "relaybus.up",
+        _run_up,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
     "doctor": (
-        "shared.doctor",
+        _run_doctor,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
     ),
@@ -96,7 +123,7 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
 
 
 def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
-    from shared.settings import Settings
+    from relaybus.shared.settings import Settings
 
     for name in fields:
         info = Settings.model_fields[name]
@@ -126,14 +153,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=summary, description=summary)
         _add_setting_options(p, fields)
-    if only is None:  # listed for --help; they parse their own arguments (shared.hookcli)
+    if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in hookcli.SUBCOMMANDS.items():
             sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    from shared.settings import Settings, load_settings
+    from relaybus.shared.settings import Settings, load_settings
 
     overrides: dict[str, Any] = {
         k: v for k, v in vars(args).items() if k in Settings.model_fields and v is not None
@@ -142,9 +169,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run_command(command: str, argv: Sequence[str]) -> int:
-    """Entry for ``python -m collector`` / ``python -m gateway``: one subcommand's options."""
+    """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
     parser = build_parser(only=command)
-    parser.prog = f"python -m {command}"
+    parser.prog = f"python -m relaybus.{command}"
     return _dispatch(parser, [command, *argv])
 
 
@@ -156,8 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
-    from shared.logsetup import configure_logging
-    from shared.settings import SettingsError
+    from relaybus.logsetup import configure_logging
+    from relaybus.shared.settings import SettingsError
 
     args = parser.parse_args(argv)
     if not args.command:
@@ -169,9 +196,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    module = importlib.import_module(COMMANDS[args.command][0])
-    result: int = module.run(settings)
-    return result
+    return COMMANDS[args.command][0](settings)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """``relaybus up``: a collector and a gateway in one process, for one machine, no Docker.
 
 Without a configured ``RELAYBUS_REDIS_URL`` (flag, environment or ``.env``) a private
-embedded server is started (``shared.embedded``) and stopped last. Without tokens (and
+embedded server is started (``relaybus.embedded``) and stopped last. Without tokens (and
 without ``RELAYBUS_ALLOW_ANONYMOUS``) one is generated on first run and kept. State lives
 in ``$XDG_STATE_HOME/relaybus`` (default ``~/.local/state/relaybus``).
 
@@ -27,16 +27,16 @@ from urllib.parse import quote
 
 from pydantic import SecretStr
 
-from collector.service import serve as serve_collector
-from gateway.auth import AuthConfigError, TokenTable
-from gateway.main import GatewayStartError
-from gateway.main import serve as serve_gateway
-from shared import approval_socket
-from shared.embedded import EmbeddedServer, EmbeddedServerError, write_private
-from shared.lan import lan_address
-from shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
-from shared.redis_conn import RedisRefused, probe, redis_address, wait_for_redis
-from shared.settings import Settings
+from relaybus.collector.service import serve as serve_collector
+from relaybus.embedded import EmbeddedServer, EmbeddedServerError, write_private
+from relaybus.gateway.auth import AuthConfigError, TokenTable
+from relaybus.gateway.main import GatewayStartError
+from relaybus.gateway.main import serve as serve_gateway
+from relaybus.lan import lan_address
+from relaybus.shared import approval_socket
+from relaybus.shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import RedisRefused, probe, redis_address, wait_for_redis
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,9 @@ def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None
         lines.append(f"  Token:               {token}")
     if server is not None:
         lines.append(f"  Redis:               embedded, data in {server.data_dir}")
-    prompts = "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
+    prompts = (
+        "allowed" if settings.allow_prompts else "off (RELAYBUS_ALLOW_PROMPTS=true allows them)"
+    )
     lines += [
         f"  Watching:            {settings.claude_dir} (transcripts changed in the last "
         f"{settings.backfill_max_age_hours:g} h are replayed)",
@@ -191,7 +193,9 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
         for task, result in zip(tasks, results, strict=True):
             if isinstance(result, StartupError | GatewayStartError):
                 failed = True  # printed above
-            elif isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+            elif isinstance(result, BaseException) and not isinstance(
+                result, asyncio.CancelledError
+            ):
                 failed = True
                 log.error("%s failed", tasks[task], exc_info=result)
         if refused:

@@ -63,7 +63,9 @@ def check_private_dir(directory: Path, *, create: bool) -> None:
         raise UnsafeEndpoint(f"{directory} belongs to uid {st.st_uid}, not to us ({os.getuid()})")
     if st.st_mode & 0o077:
         if not create:
-            raise UnsafeEndpoint(f"{directory} is open to other users (mode {st.st_mode & 0o777:o})")
+            raise UnsafeEndpoint(
+                f"{directory} is open to other users (mode {st.st_mode & 0o777:o})"
+            )
         os.chmod(directory, 0o700)
 
 

@@ -13,7 +13,7 @@ import os
 import socket
 from pathlib import Path
 
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,9 @@ def collector_dirs(settings: Settings) -> list[Path]:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StartupError(f"cannot create RELAYBUS_CLAUDE_DIR {root} ({exc.strerror or exc})") from None
+            raise StartupError(
+                f"cannot create RELAYBUS_CLAUDE_DIR {root} ({exc.strerror or exc})"
+            ) from None
         found.append(root)
     return found
 
@@ -107,7 +109,9 @@ def usable_dir(path: Path, what: str) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise StartupError(f"{what} {path} is not usable ({exc.strerror or exc}): {_fix_for(what)}") from None
+        raise StartupError(
+            f"{what} {path} is not usable ({exc.strerror or exc}): {_fix_for(what)}"
+        ) from None
     return path
 
 

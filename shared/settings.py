@@ -30,11 +30,13 @@ def check_redis_url(url: str) -> None:
     """Raise ``ValueError`` (one line, no password) unless ``url`` is a usable Redis URL.
 
     The syntax only: whether the server knows the password or has the database is
-    learnt by connecting (``shared.redis_conn.probe``).
+    learnt by connecting (``relaybus.shared.store.connection.probe``).
     """
     parts = urlsplit(url)
     if parts.scheme not in _REDIS_SCHEMES:
-        raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://:password@host:6379/0)")
+        raise ValueError(
+            "must start with redis://, rediss:// or unix:// (e.g. redis://:password@host:6379/0)"
+        )
     if parts.scheme == "unix":
         if not parts.path:
             raise ValueError("unix:// needs a socket path (unix:///run/redis.sock?db=0)")
@@ -96,15 +98,24 @@ class Settings(BaseSettings):
         description="Redis connect/read timeout; a dead connection is noticed within it",
     )
     redis_health_check_interval_s: float = Field(
-        default=2.0, ge=0, le=3600, description="PING idle Redis connections older than this before reuse"
+        default=2.0,
+        ge=0,
+        le=3600,
+        description="PING idle Redis connections older than this before reuse",
     )
 
     # --- log layout -------------------------------------------------------------------
     log_maxlen: int = Field(
-        default=100_000, ge=100, le=1_000_000_000, description="approximate length cap of the global log stream"
+        default=100_000,
+        ge=100,
+        le=1_000_000_000,
+        description="approximate length cap of the global log stream",
     )
     session_maxlen: int = Field(
-        default=2000, ge=10, le=100_000_000, description="approximate length cap of each session's event stream"
+        default=2000,
+        ge=10,
+        le=100_000_000,
+        description="approximate length cap of each session's event stream",
     )
     session_ttl_days: float = Field(
         default=7,
@@ -119,13 +130,22 @@ class Settings(BaseSettings):
         description="Claude Code config dir holding projects/ and sessions/ (default $CLAUDE_CONFIG_DIR or ~/.claude)",
     )
     backfill_events: int = Field(
-        default=200, ge=0, le=1_000_000, description="events published from a recent file seen for the first time"
+        default=200,
+        ge=0,
+        le=1_000_000,
+        description="events published from a recent file seen for the first time",
     )
     backfill_max_age_hours: float = Field(
-        default=24, ge=0, le=87_600, description="files modified longer ago are registered, not replayed"
+        default=24,
+        ge=0,
+        le=87_600,
+        description="files modified longer ago are registered, not replayed",
     )
     turn_backstop_seconds: float = Field(
-        default=120, gt=0, le=604_800, description="a working turn with no activity for this long becomes idle"
+        default=120,
+        gt=0,
+        le=604_800,
+        description="a working turn with no activity for this long becomes idle",
     )
     session_idle_minutes: float = Field(
         default=30,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.support.servers import RedisServer, server_binaries
 
 BINARIES = server_binaries()
@@ -47,7 +47,9 @@ def private_server(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     started: list[RedisServer] = []
 
     def make(kind: str = DEFAULT_KIND, appendonly: bool = False) -> RedisServer:
-        srv = RedisServer(kind, BINARIES[kind], tmp_path / f"srv{len(started)}", appendonly=appendonly)
+        srv = RedisServer(
+            kind, BINARIES[kind], tmp_path / f"srv{len(started)}", appendonly=appendonly
+        )
         srv.start()
         started.append(srv)
         return srv
@@ -91,7 +93,9 @@ class _ArgumentsOnly(Settings):
         return (init_settings,)
 
 
-def make_settings(url: str, namespace: str, claude_dir: Path | None = None, **kw: object) -> Settings:
+def make_settings(
+    url: str, namespace: str, claude_dir: Path | None = None, **kw: object
+) -> Settings:
     """Settings for a test, independent of the environment and any ``.env`` file; no
     listener on a fixed port (metrics and the approval endpoint off unless given)."""
     base: dict[str, object] = {

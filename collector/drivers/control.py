@@ -20,14 +20,14 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from collector.drivers import DriverError, TurnHooks, release_session_order
-from collector.drivers.headless import HeadlessDriver
-from collector.drivers.live import find_live
-from collector.drivers.tmux import TmuxDriver
-from shared import commands as c
-from shared.commands import Command, Reply
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.collector.drivers import DriverError, TurnHooks, release_session_order
+from relaybus.collector.drivers.headless import HeadlessDriver
+from relaybus.collector.drivers.live import find_live
+from relaybus.collector.drivers.tmux import TmuxDriver
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, Reply
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ class Controller:
         try:
             if not self._settings.allow_prompts:
                 raise DriverError(
-                    c.PROMPTS_DISABLED, "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)"
+                    c.PROMPTS_DISABLED,
+                    "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)",
                 )
             if cmd.type == c.PROMPT:
                 data = await self._prompt(cmd)
@@ -163,7 +164,11 @@ class Controller:
             return {"driver": "tmux"}
         new = not self._transcript_exists(sid)
         await self.headless.prompt(
-            sid, cwd, message, new=new, trace_id=cmd.trace_id,
+            sid,
+            cwd,
+            message,
+            new=new,
+            trace_id=cmd.trace_id,
             accept_wait_s=min(ACCEPT_WAIT_S, self._budget_s(cmd)),
             on_failure=partial(self._late_failure, cmd),
             started=release_session_order,

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collector.drivers import DriverError, TurnHooks
-from shared.commands import BRIDGE_ERROR, BUSY, PROMPT_FAILED
-from shared.ids import valid_session_id
-from shared.settings import Settings
+from relaybus.collector.drivers import DriverError, TurnHooks
+from relaybus.shared.settings import Settings
+from relaybus.shared.wire.commands import BRIDGE_ERROR, BUSY, PROMPT_FAILED
+from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,8 @@ def child_env(settings: Settings) -> dict[str, str]:
     """The user's environment without relaybus's secrets, pointing the CLI at the claude
     dir this collector tails."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(SECRET_PREFIXES) and k not in SECRET_NAMES
     }
     configured = env.get("CLAUDE_CONFIG_DIR")
@@ -117,7 +118,14 @@ class HeadlessDriver:
             raise DriverError(BRIDGE_ERROR, "invalid session id")
         s = self._settings
         flag = "--session-id" if new else "--resume"
-        return [s.claude_bin, "-p", f"{flag}={session_id}", *shlex.split(s.claude_args), "--", message]
+        return [
+            s.claude_bin,
+            "-p",
+            f"{flag}={session_id}",
+            *shlex.split(s.claude_args),
+            "--",
+            message,
+        ]
 
     async def prompt(
         self,

@@ -1,13 +1,13 @@
 """The live Claude Code process of a session, and the process-tree facts drivers need.
 
-Live processes come from ``<claude>/sessions/<pid>.json`` (``collector.procfiles``).
+Live processes come from ``<claude>/sessions/<pid>.json`` (``relaybus.collector.procfiles``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from collector.procfiles import LiveProcess, scan
+from relaybus.collector.procfiles import LiveProcess, scan
 
 MAX_DEPTH = 64
 

@@ -1,7 +1,7 @@
 """What commands tell the rest of the collector: turn notices and the traceId window.
 
 Drivers run on the command task, but only the engine's task may write session state
-(``collector.publisher``). So a prompt's start and a headless run's end are queued here,
+(``relaybus.collector.publisher``). So a prompt's start and a headless run's end are queued here,
 the engine is woken, and the engine task applies them with :meth:`TurnNotices.apply`.
 """
 
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from collector.sessions import line_event, turn_event, turn_hash
-from shared import frames
-from shared.appendlog import OutEvent
+from relaybus.collector.sessions import line_event, turn_event, turn_hash
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire import frames
 
 if TYPE_CHECKING:
-    from collector.engine import Engine
+    from relaybus.collector.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,9 @@ MAX_NOTICES = 10_000
 class TraceMap:
     """A prompt's traceId labels its session's events for ``ttl_s`` afterwards."""
 
-    def __init__(self, ttl_s: float = TRACE_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl_s: float = TRACE_TTL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._ttl_s = ttl_s
         self._clock = clock
         self._entries: dict[str, tuple[str, float]] = {}

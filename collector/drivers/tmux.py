@@ -17,9 +17,9 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from collector.drivers import DriverError
-from collector.drivers.live import ancestors, environ
-from shared.commands import BRIDGE_ERROR, INVALID
+from relaybus.collector.drivers import DriverError
+from relaybus.collector.drivers.live import ancestors, environ
+from relaybus.shared.wire.commands import BRIDGE_ERROR, INVALID
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,9 @@ def terminal_text(message: str) -> str:
         text = text.replace(marker, "")
     bad = _CONTROLS.search(text)
     if bad is not None:
-        raise DriverError(INVALID, f"the prompt contains a control character (U+{ord(bad.group()):04X})")
+        raise DriverError(
+            INVALID, f"the prompt contains a control character (U+{ord(bad.group()):04X})"
+        )
     return text
 
 
@@ -133,7 +135,9 @@ class TmuxDriver:
         try:
             if "\n" in message:
                 buffer = f"relaybus-{uuid.uuid4().hex[:12]}"
-                await self._tmux(pane.socket, "load-buffer", "-b", buffer, "-", stdin=message.encode())
+                await self._tmux(
+                    pane.socket, "load-buffer", "-b", buffer, "-", stdin=message.encode()
+                )
                 await self._tmux(
                     pane.socket, "paste-buffer", "-p", "-r", "-d", "-b", buffer, "-t", pane.pane_id
                 )

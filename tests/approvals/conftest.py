@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.approvals import HookRun, HookStarter, start_hook
 from tests.support.collector_proc import CollectorProc
-from tests.support.commands_env import wait_for
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import wait_for
 
 
 @dataclass
@@ -62,8 +62,13 @@ def machine(
     """Start a collector with an approval socket (stopped at teardown)."""
     made: list[CollectorProc] = []
 
-    def make(*, timeout_s: float = 60, mode: str = "watched", url: str | None = None,
-             listening: bool = True) -> Machine:
+    def make(
+        *,
+        timeout_s: float = 60,
+        mode: str = "watched",
+        url: str | None = None,
+        listening: bool = True,
+    ) -> Machine:
         root = tmp_path / f"m{len(made)}"
         claude_dir = root / "claude"
         (claude_dir / "projects").mkdir(parents=True)
@@ -78,8 +83,9 @@ def machine(
             "RELAYBUS_APPROVAL_MODE": mode,
             "RELAYBUS_HEARTBEAT_TTL_S": "3",
         }
-        proc = CollectorProc(redis_url=url or server.url, namespace=namespace,
-                             claude_dir=claude_dir, env=env)
+        proc = CollectorProc(
+            redis_url=url or server.url, namespace=namespace, claude_dir=claude_dir, env=env
+        )
         made.append(proc)
         proc.start()
         m = Machine(proc, claude_dir, workdir, port, timeout_s, runtime_dir)

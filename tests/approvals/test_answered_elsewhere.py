@@ -12,8 +12,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.support.approvals import (
     HookStarter,
@@ -23,8 +23,8 @@ from tests.support.approvals import (
     session_with_tool,
     watch_from,
 )
-from tests.support.commands_env import wait_for
 from tests.support.fake_claude import Transcript
+from tests.support.wait import wait_for
 
 #: "Resolved on the client within a second" (issue 10), with room for a loaded box.
 RESOLVE_S = 3.0
@@ -73,11 +73,17 @@ async def test_tool_result_in_the_transcript_resolves_the_request(
     run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", hook_view), env=m.hook_env())
     req = await _held(admin, keys, sid)
     assert req["toolUseId"] == tool_use_id
-    Transcript(path, sid, str(m.workdir), "cli")._append({
-        "type": "user",
-        "message": {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": tool_use_id, "content": "edited"}]},
-    })
+    Transcript(path, sid, str(m.workdir), "cli")._append(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": tool_use_id, "content": "edited"}
+                ],
+            },
+        }
+    )
     written = time.monotonic()
     done = await _resolved(admin, keys, sid)
     assert time.monotonic() - written < RESOLVE_S
@@ -116,8 +122,9 @@ async def test_live_file_leaving_waiting_resolves_the_request(
         return await admin.hget(keys.session(sid), "waitingFor") == b"permission prompt"
 
     await wait_for(shown_waiting, what="the live file's waiting")
-    run = await hooks(hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}),
-                      env=m.hook_env())
+    run = await hooks(
+        hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}), env=m.hook_env()
+    )
     await _held(admin, keys, sid)
     assert await admin.hget(keys.session(sid), "waitingFor") == b"approve Bash"  # ours wins
     status("busy")
@@ -140,8 +147,15 @@ async def test_a_tool_use_line_written_after_the_hook_call_is_still_matched(
     m = machine()
     sid, path, bash_id = session_with_tool(m.claude_dir, m.workdir, "Bash", {"command": "true"})
     t = Transcript(path, sid, str(m.workdir), "cli")
-    t._append({"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": bash_id, "content": "ok"}]}})  # an earlier call
+    t._append(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": bash_id, "content": "ok"}],
+            },
+        }
+    )  # an earlier call
     await published(admin, keys, sid)
     await watch_from(admin, keys, sid)
     tool_input = _edit(m)
@@ -149,14 +163,39 @@ async def test_a_tool_use_line_written_after_the_hook_call_is_still_matched(
     req = await _held(admin, keys, sid)
     assert "toolUseId" not in req  # nothing to match yet
     # the call and its result flushed together, after the hook was called
-    t._append({"type": "assistant", "message": {
-        "id": "msg_late", "type": "message", "role": "assistant", "model": "m",
-        "content": [{"type": "tool_use", "id": "toolu_late", "name": "Edit", "input": tool_input}],
-        "stop_reason": "tool_use", "stop_sequence": None, "usage": {}}})
-    t._append({"type": "user", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_late", "content": "edited"}]}})
-    done = await wait_for(lambda: session_frames(admin, keys, sid, "permission_resolved"),
-                          timeout_s=RESOLVE_S * 2, what="permission_resolved")
+    t._append(
+        {
+            "type": "assistant",
+            "message": {
+                "id": "msg_late",
+                "type": "message",
+                "role": "assistant",
+                "model": "m",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_late", "name": "Edit", "input": tool_input}
+                ],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {},
+            },
+        }
+    )
+    t._append(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_late", "content": "edited"}
+                ],
+            },
+        }
+    )
+    done = await wait_for(
+        lambda: session_frames(admin, keys, sid, "permission_resolved"),
+        timeout_s=RESOLVE_S * 2,
+        what="permission_resolved",
+    )
     assert done[0]["decision"] == ap.ANSWERED_ELSEWHERE
     rc, out, _ = await run.result(RESOLVE_S * 2)
     assert (rc, out) == (0, "")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.approvals.conftest import Machine, published
 from tests.support.approvals import (
     HookStarter,
@@ -28,9 +28,8 @@ from tests.support.approvals import (
     session_with_tool,
     watch_from,
 )
-from tests.support.collector_records import poll
-from tests.support.commands_env import wait_for
 from tests.support.servers import free_port
+from tests.support.wait import poll, wait_for
 
 EDIT = {"old_string": "x = 1\n", "new_string": "x = 2\n"}
 ALLOW = b'{"behavior": "allow"}'
@@ -63,7 +62,8 @@ class Squatter:
                     self.requests += 1
                 conn.sendall(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    + f"Content-Length: {len(ALLOW)}\r\nConnection: close\r\n\r\n".encode() + ALLOW
+                    + f"Content-Length: {len(ALLOW)}\r\nConnection: close\r\n\r\n".encode()
+                    + ALLOW
                 )
 
     def close(self) -> None:
@@ -92,21 +92,29 @@ def _clean_env(runtime: Path, port: int) -> dict[str, str]:
 
 
 async def test_a_squatter_on_the_port_never_answers(
-    hooks: HookStarter, squat: Callable[[socket.socket], Squatter], runtime_dir: Path, tmp_path: Path
+    hooks: HookStarter,
+    squat: Callable[[socket.socket], Squatter],
+    runtime_dir: Path,
+    tmp_path: Path,
 ) -> None:
     """Someone listens on 127.0.0.1:<approval port> and answers allow: the hook sends nothing, prints nothing."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     squatter = squat(sock)
-    payload = hook_input("s1", tmp_path / "s1.jsonl", str(tmp_path), "Bash", {"command": "rm -rf ~"})
+    payload = hook_input(
+        "s1", tmp_path / "s1.jsonl", str(tmp_path), "Bash", {"command": "rm -rf ~"}
+    )
     rc, out, _ = await (await hooks(payload, env=_clean_env(runtime_dir, port))).result()
     assert (rc, out) == (0, "")
     assert squatter.requests == 0
 
 
 async def test_a_socket_in_a_shared_directory_is_not_trusted(
-    hooks: HookStarter, squat: Callable[[socket.socket], Squatter], runtime_dir: Path, tmp_path: Path
+    hooks: HookStarter,
+    squat: Callable[[socket.socket], Squatter],
+    runtime_dir: Path,
+    tmp_path: Path,
 ) -> None:
     """The runtime dir is open to others (0777) or a symlink: the hook neither sends nor takes an answer."""
     port = free_port()
@@ -145,8 +153,14 @@ async def test_the_endpoint_is_private_to_its_user(
         "else:\n print('connected')\n"
     )
     result = await asyncio.to_thread(
-        subprocess.run, ["/usr/bin/python3", "-c", probe, str(m.socket)],
-        capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY, cwd="/",
+        subprocess.run,
+        ["/usr/bin/python3", "-c", probe, str(m.socket)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        user=NOBODY,
+        group=NOBODY,
+        cwd="/",
     )
     assert result.stdout.strip() == "refused", result
     # Even with the modes widened by mistake, the collector answers nobody but its user.
@@ -161,15 +175,24 @@ async def test_the_endpoint_is_private_to_its_user(
         "except OSError:\n print('closed')\n"
     )
     result = await asyncio.to_thread(
-        subprocess.run, ["/usr/bin/python3", "-c", post, str(m.socket)],
-        capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY, cwd="/",
+        subprocess.run,
+        ["/usr/bin/python3", "-c", post, str(m.socket)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        user=NOBODY,
+        group=NOBODY,
+        cwd="/",
     )
     assert result.stdout.strip() in ("b''", "closed"), result
     assert f"refused a connection from uid {NOBODY}" in m.proc.log_path.read_text()
 
 
 async def test_the_collector_refuses_a_directory_it_does_not_own_loudly(
-    machine: Callable[..., Machine], runtime_dir: Path, hooks: HookStarter, tmp_path: Path,
+    machine: Callable[..., Machine],
+    runtime_dir: Path,
+    hooks: HookStarter,
+    tmp_path: Path,
 ) -> None:
     """The runtime dir is a symlink planted by someone: approvals off, said at ERROR, hook falls through."""
     planted = tmp_path / "planted"
@@ -178,7 +201,9 @@ async def test_the_collector_refuses_a_directory_it_does_not_own_loudly(
     m = machine(listening=False)
 
     def refused() -> list[dict[str, object]]:
-        lines = [json.loads(x) for x in m.proc.log_path.read_text().splitlines() if x.startswith("{")]
+        lines = [
+            json.loads(x) for x in m.proc.log_path.read_text().splitlines() if x.startswith("{")
+        ]
         return [x for x in lines if "APPROVALS OFF" in str(x.get("msg", x.get("message", "")))]
 
     line = poll(refused, timeout_s=30)[0]
@@ -191,7 +216,11 @@ async def test_the_collector_refuses_a_directory_it_does_not_own_loudly(
 
 
 async def test_a_forged_request_previews_nothing_outside_the_cwd(
-    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys, tmp_path: Path
+    hooks: HookStarter,
+    machine: Callable[..., Machine],
+    admin: aioredis.Redis,
+    keys: Keys,
+    tmp_path: Path,
 ) -> None:
     """Write requests for /proc/self/environ, a file outside the cwd, a symlink and a FIFO in it: no content leaks."""
     m = machine(timeout_s=3)
@@ -201,14 +230,23 @@ async def test_a_forged_request_previews_nothing_outside_the_cwd(
     os.mkfifo(m.workdir / "pipe.txt")
     inside = m.workdir / "ok.txt"
     inside.write_text("keep\nold\n")
-    sid, path, _tid = session_with_tool(m.claude_dir, m.workdir, "Write", {"file_path": str(inside)})
+    sid, path, _tid = session_with_tool(
+        m.claude_dir, m.workdir, "Write", {"file_path": str(inside)}
+    )
     await published(admin, keys, sid)
     await watch_from(admin, keys, sid)
-    targets = ["/proc/self/environ", str(secret), str(m.workdir / "link.txt"),
-               str(m.workdir / "pipe.txt"), str(inside)]
+    targets = [
+        "/proc/self/environ",
+        str(secret),
+        str(m.workdir / "link.txt"),
+        str(m.workdir / "pipe.txt"),
+        str(inside),
+    ]
     runs = [
-        await hooks(hook_input(sid, path, str(m.workdir), "Write", {"file_path": t, "content": "new\n"}),
-                    env=m.hook_env())
+        await hooks(
+            hook_input(sid, path, str(m.workdir), "Write", {"file_path": t, "content": "new\n"}),
+            env=m.hook_env(),
+        )
         for t in targets
     ]
 
@@ -223,5 +261,9 @@ async def test_a_forged_request_previews_nothing_outside_the_cwd(
     text = json.dumps(by_target)
     assert SECRET not in text and "RELAYBUS_" not in text and "REDIS" not in text
     for t in targets[:-1]:
-        assert by_target[t] == {"added": 1, "removed": 0, "hunks": [{"oldStart": 0, "lines": ["+new"]}]}
+        assert by_target[t] == {
+            "added": 1,
+            "removed": 0,
+            "hunks": [{"oldStart": 0, "lines": ["+new"]}],
+        }
     assert by_target[str(inside)]["removed"] == 2  # type: ignore[index]

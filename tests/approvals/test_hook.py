@@ -8,9 +8,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import (
@@ -22,8 +22,8 @@ from tests.support.approvals import (
     session_with_tool,
     watch_from,
 )
-from tests.support.commands_env import wait_for
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import wait_for
 
 EDIT = {"old_string": "x = 1\n", "new_string": "x = 2\ny = 3\n"}
 #: "at once": far below the hold timeout the machines use (60 s), generous for a loaded box.
@@ -38,7 +38,9 @@ async def _held(admin: aioredis.Redis, keys: Keys, sid: str, n: int = 1) -> dict
     return (await wait_for(probe, what="permission_request published"))[n - 1]
 
 
-async def _edit_session(m: Machine, admin: aioredis.Redis, keys: Keys) -> tuple[str, Path, str, dict[str, object]]:
+async def _edit_session(
+    m: Machine, admin: aioredis.Redis, keys: Keys
+) -> tuple[str, Path, str, dict[str, object]]:
     target = m.workdir / "a.py"
     target.write_text("import os\nx = 1\nprint(x)\n")
     tool_input = {"file_path": str(target), **EDIT}
@@ -47,7 +49,9 @@ async def _edit_session(m: Machine, admin: aioredis.Redis, keys: Keys) -> tuple[
     return sid, path, tool_use_id, tool_input
 
 
-async def test_accept_allows(hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys) -> None:
+async def test_accept_allows(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+) -> None:
     """A watched session: the request is published with toolUseId and preview; allow -> the hook allows."""
     m = machine()
     sid, path, tool_use_id, tool_input = await _edit_session(m, admin, keys)
@@ -56,16 +60,23 @@ async def test_accept_allows(hooks: HookStarter, machine: Callable[..., Machine]
     req = await _held(admin, keys, sid)
     assert req["toolUseId"] == tool_use_id
     assert (req["name"], req["input"]) == ("Edit", tool_input)
-    assert req["edit"] == {"added": 2, "removed": 1,
-                           "hunks": [{"oldStart": 2, "lines": ["-x = 1", "+x = 2", "+y = 3"]}]}
+    assert req["edit"] == {
+        "added": 2,
+        "removed": 1,
+        "hunks": [{"oldStart": 2, "lines": ["-x = 1", "+x = 2", "+y = 3"]}],
+    }
     assert isinstance(req["expiresAt"], int)
     row = await admin.hgetall(keys.session(sid))
     assert (row[b"state"], row[b"waitingFor"]) == (b"waiting", b"approve Edit")
     assert await decide(admin, keys, str(req["requestKey"]), ap.ALLOW)
     rc, out, _ = await run.result()
     assert rc == 0
-    assert json.loads(out) == {"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                                                      "decision": {"behavior": "allow"}}}
+    assert json.loads(out) == {
+        "hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow"},
+        }
+    }
 
     async def resolved() -> list[dict[str, object]]:
         return await session_frames(admin, keys, sid, "permission_resolved")
@@ -77,7 +88,9 @@ async def test_accept_allows(hooks: HookStarter, machine: Callable[..., Machine]
     assert not await admin.hgetall(ap.pending_key(keys, sid))
 
 
-async def test_reject_denies_with_reason(hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys) -> None:
+async def test_reject_denies_with_reason(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+) -> None:
     """reject with a reason -> the hook denies, and Claude is told the reason."""
     m = machine()
     sid, path, _tid, tool_input = await _edit_session(m, admin, keys)
@@ -91,7 +104,9 @@ async def test_reject_denies_with_reason(hooks: HookStarter, machine: Callable[.
     assert decision == {"behavior": "deny", "message": "use y = 4 instead"}
 
 
-async def test_timeout_falls_through(hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys) -> None:
+async def test_timeout_falls_through(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+) -> None:
     """No decision within the timeout: the hook prints nothing and exits 0; a later decision is refused."""
     m = machine(timeout_s=2)
     sid, path, _tid, tool_input = await _edit_session(m, admin, keys)
@@ -106,8 +121,8 @@ async def test_timeout_falls_through(hooks: HookStarter, machine: Callable[..., 
     assert not await decide(admin, keys, str(req["requestKey"]), ap.ALLOW)
 
 
-async def test_nobody_watching_falls_through_at_once(hooks: HookStarter,
-    machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+async def test_nobody_watching_falls_through_at_once(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
 ) -> None:
     """Nobody watches the session: no decision at once, nothing published."""
     m = machine()
@@ -119,8 +134,8 @@ async def test_nobody_watching_falls_through_at_once(hooks: HookStarter,
     assert await session_frames(admin, keys, sid, "permission_request") == []
 
 
-async def test_stale_watchers_do_not_count(hooks: HookStarter,
-    machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+async def test_stale_watchers_do_not_count(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
 ) -> None:
     """A watcher count whose gateway stopped refreshing it (expired stamp) holds nothing."""
     m = machine()
@@ -132,20 +147,24 @@ async def test_stale_watchers_do_not_count(hooks: HookStarter,
     assert took < AT_ONCE_S
 
 
-async def test_always_mode_holds_without_watchers(hooks: HookStarter,
-    machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+async def test_always_mode_holds_without_watchers(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
 ) -> None:
     """approval_mode=always holds with nobody watching (and still never decides by itself)."""
     m = machine(mode="always", timeout_s=3)
     sid, path, _tid, _tool_input = await _edit_session(m, admin, keys)
-    run = await hooks(hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}), env=m.hook_env())
+    run = await hooks(
+        hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}), env=m.hook_env()
+    )
     req = await _held(admin, keys, sid)
     assert req["name"] == "Bash" and "edit" not in req and "toolUseId" not in req
     rc, out, _ = await run.result()
     assert (rc, out) == (0, "")
 
 
-async def test_hook_gone_cancels(hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys) -> None:
+async def test_hook_gone_cancels(
+    hooks: HookStarter, machine: Callable[..., Machine], admin: aioredis.Redis, keys: Keys
+) -> None:
     """The hook is killed while held (Claude Code gave up): the request resolves as cancelled."""
     m = machine()
     sid, path, _tid, tool_input = await _edit_session(m, admin, keys)
@@ -180,7 +199,9 @@ async def test_bad_input_falls_through(hooks: HookStarter, tmp_path: Path) -> No
 
 
 async def test_redis_down_falls_through_at_once(
-    hooks: HookStarter, machine: Callable[..., Machine], private_server: Callable[..., RedisServer],
+    hooks: HookStarter,
+    machine: Callable[..., Machine],
+    private_server: Callable[..., RedisServer],
     namespace: str,
 ) -> None:
     """The collector is up but its Redis is gone: no decision at once."""

@@ -10,16 +10,16 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import HookStarter, hook_input, session_with_tool
-from tests.support.commands_env import wait_for
 from tests.support.fake_claude import Transcript
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 #: The approval timeout of these collectors: how long a late keyless decision is already_resolved.
 TIMEOUT_S = 3.0
@@ -37,8 +37,12 @@ async def _watching(ws: WsClient, admin: aioredis.Redis, keys: Keys, sid: str) -
     await ws.expect("watch_ack")
 
     async def counted() -> bool:
-        return ap.live_watchers(await admin.hgetall(keys.session_watchers(sid)),
-                                int(time.time() * 1000)) == 1
+        return (
+            ap.live_watchers(
+                await admin.hgetall(keys.session_watchers(sid)), int(time.time() * 1000)
+            )
+            == 1
+        )
 
     await wait_for(counted, what=f"the gateway counting the watcher of {sid}")
 
@@ -51,8 +55,11 @@ async def _keyless_accept(ws: WsClient, rid: str) -> Frame:
 
 
 async def test_terminal_answered_then_keyless_accept_is_already_resolved(
-    hooks: HookStarter, machine: Callable[..., Machine], gateway: RunningGateway,
-    admin: aioredis.Redis, keys: Keys,
+    hooks: HookStarter,
+    machine: Callable[..., Machine],
+    gateway: RunningGateway,
+    admin: aioredis.Redis,
+    keys: Keys,
 ) -> None:
     """The terminal answers a held request; a keyless accept_diff after it is already_resolved,
     and no_pending_request again once the approval timeout has passed since."""
@@ -64,14 +71,22 @@ async def test_terminal_answered_then_keyless_accept_is_already_resolved(
     await published(admin, keys, sid)
     async with WsClient(gateway.ws, token="full-token") as ws:
         await _watching(ws, admin, keys, sid)
-        run = await hooks(hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env())
+        run = await hooks(
+            hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env()
+        )
         req = await ws.expect("permission_request", wait_s=30)
         assert req["toolUseId"] == tool_use_id
-        Transcript(path, sid, str(m.workdir), "cli")._append({
-            "type": "user",
-            "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tool_use_id, "content": "edited"}]},
-        })
+        Transcript(path, sid, str(m.workdir), "cli")._append(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": tool_use_id, "content": "edited"}
+                    ],
+                },
+            }
+        )
         done = await ws.expect("permission_resolved", wait_s=10)
         assert (done["requestKey"], done["decision"]) == (req["requestKey"], ap.ANSWERED_ELSEWHERE)
         rc, out, _ = await run.result(30)
@@ -86,8 +101,11 @@ async def test_terminal_answered_then_keyless_accept_is_already_resolved(
 
 
 async def test_keyless_accept_is_no_pending_request_once_the_timeout_passed(
-    hooks: HookStarter, machine: Callable[..., Machine], gateway: RunningGateway,
-    admin: aioredis.Redis, keys: Keys,
+    hooks: HookStarter,
+    machine: Callable[..., Machine],
+    gateway: RunningGateway,
+    admin: aioredis.Redis,
+    keys: Keys,
 ) -> None:
     """A request that timed out is already_resolved for a keyless accept_diff only for the
     approval timeout after it ended; then no_pending_request."""
@@ -96,8 +114,9 @@ async def test_keyless_accept_is_no_pending_request_once_the_timeout_passed(
     await published(admin, keys, sid)
     async with WsClient(gateway.ws, token="full-token") as ws:
         await _watching(ws, admin, keys, sid)
-        run = await hooks(hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}),
-                          env=m.hook_env())
+        run = await hooks(
+            hook_input(sid, path, str(m.workdir), "Bash", {"command": "ls"}), env=m.hook_env()
+        )
         req = await ws.expect("permission_request", wait_s=30)
         done = await ws.expect("permission_resolved", wait_s=TIMEOUT_S + 10)
         assert (done["requestKey"], done["decision"]) == (req["requestKey"], ap.TIMEOUT)
@@ -121,7 +140,10 @@ async def test_keyless_accept_is_no_pending_request_once_the_timeout_passed(
 
 
 async def test_nothing_ever_requested_is_no_pending_request(
-    machine: Callable[..., Machine], gateway: RunningGateway, admin: aioredis.Redis, keys: Keys,
+    machine: Callable[..., Machine],
+    gateway: RunningGateway,
+    admin: aioredis.Redis,
+    keys: Keys,
 ) -> None:
     """A session that never had a permission request: keyless accept_diff and reject_diff are
     no_pending_request, and nothing is claimed in Redis."""

@@ -6,17 +6,29 @@ import json
 from pathlib import Path
 from typing import Any
 
-from collector.approvals import match_tool_use
+from relaybus.collector.approvals import match_tool_use
 
 
 def _call(tid: str, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "assistant", "sessionId": "s", "message": {"role": "assistant", "content": [
-        {"type": "tool_use", "id": tid, "name": name, "input": tool_input}]}}
+    return {
+        "type": "assistant",
+        "sessionId": "s",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tid, "name": name, "input": tool_input}],
+        },
+    }
 
 
 def _result(tid: str) -> dict[str, Any]:
-    return {"type": "user", "sessionId": "s", "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": tid, "content": "ok"}]}}
+    return {
+        "type": "user",
+        "sessionId": "s",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tid, "content": "ok"}],
+        },
+    }
 
 
 def _file(tmp_path: Path, *records: dict[str, Any]) -> Path:
@@ -28,8 +40,14 @@ def _file(tmp_path: Path, *records: dict[str, Any]) -> Path:
 def test_latest_unanswered_call_with_same_input(tmp_path: Path) -> None:
     """Answered calls are skipped; of the open ones with equal input the latest wins."""
     edit = {"file_path": "/a", "old_string": "x", "new_string": "y"}
-    path = _file(tmp_path, _call("t1", "Edit", edit), _result("t1"), _call("t2", "Edit", edit),
-                 _call("t3", "Edit", {"file_path": "/b"}), _call("t4", "Edit", edit))
+    path = _file(
+        tmp_path,
+        _call("t1", "Edit", edit),
+        _result("t1"),
+        _call("t2", "Edit", edit),
+        _call("t3", "Edit", {"file_path": "/b"}),
+        _call("t4", "Edit", edit),
+    )
     assert match_tool_use(path, "Edit", edit) == "t4"
 
 
@@ -37,7 +55,9 @@ def test_lone_open_call_of_that_tool_matches_despite_other_input(tmp_path: Path)
     """One open call of the tool, input shown differently: still matched; two open ones: none."""
     path = _file(tmp_path, _call("t1", "Bash", {"command": "ls", "description": "list"}))
     assert match_tool_use(path, "Bash", {"command": "ls"}) == "t1"
-    path = _file(tmp_path, _call("t1", "Bash", {"command": "ls"}), _call("t2", "Bash", {"command": "pwd"}))
+    path = _file(
+        tmp_path, _call("t1", "Bash", {"command": "ls"}), _call("t2", "Bash", {"command": "pwd"})
+    )
     assert match_tool_use(path, "Bash", {"command": "cat"}) is None
     assert match_tool_use(tmp_path / "missing.jsonl", "Bash", {}) is None
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared import claude_settings as cs
+from relaybus import claude_settings as cs
 from tests.support.approvals import RELAYBUS
 
 CMD = "/opt/relaybus/bin/relaybus hook permission-request"
@@ -33,8 +33,12 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 
 def _ours(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [h for g in doc.get("hooks", {}).get("PermissionRequest", []) for h in g["hooks"]
-            if cs.MARKER in h["command"]]
+    return [
+        h
+        for g in doc.get("hooks", {}).get("PermissionRequest", [])
+        for h in g["hooks"]
+        if cs.MARKER in h["command"]
+    ]
 
 
 def test_install_keeps_unrelated_keys_and_backs_up(tmp_path: Path) -> None:
@@ -85,8 +89,11 @@ def test_missing_file_is_created_and_removed_cleanly(tmp_path: Path) -> None:
     outcome = cs.install(path, CMD, 130)
     assert outcome.changed and outcome.backup is None
     assert json.loads(path.read_text()) == {
-        "hooks": {"PermissionRequest": [{"matcher": "*", "hooks": [
-            {"type": "command", "command": CMD, "timeout": 130}]}]}
+        "hooks": {
+            "PermissionRequest": [
+                {"matcher": "*", "hooks": [{"type": "command", "command": CMD, "timeout": 130}]}
+            ]
+        }
     }
     cs.remove(path)
     assert json.loads(path.read_text()) == {}
@@ -110,17 +117,37 @@ def test_cli_install_and_remove(tmp_path: Path) -> None:
     _write(path, ORIGINAL)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
     env.update(RELAYBUS_CLAUDE_DIR=str(claude), RELAYBUS_APPROVAL_PORT="9555")
-    out = subprocess.run([str(RELAYBUS), "install-hook"], env=env, capture_output=True, text=True,
-                         timeout=60, cwd=tmp_path, check=True)
+    out = subprocess.run(
+        [str(RELAYBUS), "install-hook"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=True,
+    )
     assert "installed" in out.stdout
     (hook,) = _ours(json.loads(path.read_text()))
     assert hook["command"].endswith("hook permission-request --port 9555")
     assert hook["timeout"] > 120
-    again = subprocess.run([str(RELAYBUS), "install-hook"], env=env, capture_output=True,
-                           text=True, timeout=60, cwd=tmp_path, check=True)
+    again = subprocess.run(
+        [str(RELAYBUS), "install-hook"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=True,
+    )
     assert "already installed" in again.stdout
-    subprocess.run([str(RELAYBUS), "install-hook", "--remove"], env=env, capture_output=True,
-                   timeout=60, cwd=tmp_path, check=True)
+    subprocess.run(
+        [str(RELAYBUS), "install-hook", "--remove"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=True,
+    )
     assert json.loads(path.read_text()) == ORIGINAL
     backups = sorted(p.name for p in claude.iterdir() if cs.BACKUP_SUFFIX in p.name)
     assert len(backups) == 2
@@ -133,7 +160,14 @@ def test_cli_install_writes_an_explicit_socket(tmp_path: Path) -> None:
     path = claude / "settings.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
     env.update(RELAYBUS_CLAUDE_DIR=str(claude), RELAYBUS_APPROVAL_SOCKET="/run/x y/a.sock")
-    subprocess.run([str(RELAYBUS), "install-hook"], env=env, capture_output=True, text=True,
-                   timeout=60, cwd=tmp_path, check=True)
+    subprocess.run(
+        [str(RELAYBUS), "install-hook"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=True,
+    )
     (hook,) = _ours(json.loads(path.read_text()))
     assert hook["command"].endswith("hook permission-request --socket '/run/x y/a.sock'")

@@ -6,14 +6,14 @@ import time
 
 import redis.asyncio as aioredis
 
-from shared import approvals as ap
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import approvals as ap
 from tests.conftest import make_settings
-from tests.support.commands_env import wait_for
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 def _count(fields: dict[bytes, bytes]) -> int:
@@ -30,7 +30,10 @@ async def test_counts_follow_watch_unwatch_and_disconnect(
     key = keys.session_watchers("s1")
     async with running_gateway(make_settings(server.url, namespace)) as gw:
         gid = gw.runtime.gateway_id.encode()
-        async with WsClient(gw.ws, token="full-token") as a, WsClient(gw.ws, token="ro-token") as ro:
+        async with (
+            WsClient(gw.ws, token="full-token") as a,
+            WsClient(gw.ws, token="ro-token") as ro,
+        ):
             for ws in (a, ro):
                 await ws.hello(FULL)
                 await ws.send({"type": "watch_session", "sessionId": "s1"})

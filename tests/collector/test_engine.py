@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared import projection
+from relaybus.shared.transcript import projection
 from tests.conftest import FIXTURES, make_settings
 from tests.support.collector_records import append, assistant_line, transcript, user_line
 from tests.support.collector_rig import Rig, RigFactory
@@ -45,7 +45,9 @@ def texts(frames: list[dict[str, Any]]) -> list[str]:
 
 def published_count(path: Path) -> int:
     with open(path, "rb") as f:
-        return sum(1 for line in f if line.endswith(b"\n") and projection.project_line(line).publish)
+        return sum(
+            1 for line in f if line.endswith(b"\n") and projection.project_line(line).publish
+        )
 
 
 async def test_every_fixture_line_is_published_once_in_order(
@@ -74,7 +76,9 @@ async def test_every_fixture_line_is_published_once_in_order(
         assert [f["sessionSeq"] for f in events] == list(range(1, len(events) + 1))
         seqs = [f["seqId"] for f in events]
         assert seqs == sorted(seqs)
-        committed = await rig.client.hget(rig.keys.offsets("testhost"), path.relative_to(claude_dir).as_posix())
+        committed = await rig.client.hget(
+            rig.keys.offsets("testhost"), path.relative_to(claude_dir).as_posix()
+        )
         assert committed is not None and int(committed.split(b":")[0]) == path.stat().st_size
     side = [f for f in await rig.events(parent) if f["event"].get("sidechain")]
     assert len(side) == published_count(agent)
@@ -94,7 +98,9 @@ async def test_bad_bytes_and_huge_lines_are_published_as_neutral_events(
         user_line("s1", "ok")
         + b"\xff\xfe\x00not utf8\n"
         + b"{broken json\n"
-        + b'{"x":"' + b"y" * 100_000 + b'"}\n'
+        + b'{"x":"'
+        + b"y" * 100_000
+        + b'"}\n'
         + assistant_line("s1", "still here")
     )
     await rig.engine.sync_path(path)
@@ -139,7 +145,9 @@ async def test_backfill_publishes_the_last_events_of_a_recent_file(
 ) -> None:
     """A recent file seen for the first time publishes its last N events, then every new line."""
     path = transcript(claude_dir, "s1")
-    path.write_bytes(b"".join(user_line("s1", f"q{i}") + assistant_line("s1", f"a{i}") for i in range(20)))
+    path.write_bytes(
+        b"".join(user_line("s1", f"q{i}") + assistant_line("s1", f"a{i}") for i in range(20))
+    )
     rig = make_rig(backfill_events=5)
     await rig.engine.start()
     frames = await rig.events("s1")
@@ -161,8 +169,12 @@ async def test_old_file_is_registered_not_replayed(make_rig: RigFactory, claude_
     rig = make_rig(backfill_max_age_hours=24)
     await rig.engine.start()
     assert await rig.events("s1") == []
-    committed = await rig.client.hget(rig.keys.offsets("testhost"), "projects/-home-dev-project/s1.jsonl")
-    assert committed is not None and int(committed.split(b":")[0]) == len(user_line("s1", "ancient"))
+    committed = await rig.client.hget(
+        rig.keys.offsets("testhost"), "projects/-home-dev-project/s1.jsonl"
+    )
+    assert committed is not None and int(committed.split(b":")[0]) == len(
+        user_line("s1", "ancient")
+    )
     append(path, b'"x"}\n' + user_line("s1", "fresh"))
     await rig.engine.sync_path(path)
     frames = await rig.events("s1")

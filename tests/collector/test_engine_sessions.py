@@ -76,8 +76,11 @@ async def test_live_process_file_drives_turns_and_its_exit_ends_the_session(
     assert await rig.client.hget(rig.keys.session("s1"), "live") == b"1"  # still running
     exit_child(child)
     await rig.engine.sync_processes()
-    log = [f for f in await rig.frames(rig.keys.log)
-           if f["type"] not in ("session_event", "session_updated")]
+    log = [
+        f
+        for f in await rig.frames(rig.keys.log)
+        if f["type"] not in ("session_event", "session_updated")
+    ]
     assert summary(log) == [
         ("session_started",),
         ("turn_status", "working", ""),
@@ -206,8 +209,11 @@ async def test_a_process_gone_with_its_file_still_busy_ends_its_turn_first(
     pf.unlink()
     exit_child(child)
     await rig.engine.sync_processes()
-    log = [f for f in await rig.frames(rig.keys.log)
-           if f["type"] in ("turn_status", "session_ended")]
+    log = [
+        f for f in await rig.frames(rig.keys.log) if f["type"] in ("turn_status", "session_ended")
+    ]
     assert summary(log) == [
-        ("turn_status", "working", ""), ("turn_status", "idle", ""), ("session_ended", "exit"),
+        ("turn_status", "working", ""),
+        ("turn_status", "idle", ""),
+        ("session_ended", "exit"),
     ]

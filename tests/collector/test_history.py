@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collector.history import HistoryRequests
-from shared import commands as c
-from shared.commands import Command
+from relaybus.collector.history import HistoryRequests
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command
 from tests.support.collector_records import (
     append,
     assistant_line,
@@ -37,10 +37,14 @@ def _cmd(sid: str) -> Command:
     return Command("cmd-" + sid, c.LOAD_HISTORY, sid, "gw", c.now_ms() + 10_000)
 
 
-async def test_old_session_is_listed_without_history(make_rig: RigFactory, claude_dir: Path) -> None:
+async def test_old_session_is_listed_without_history(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
     """An old transcript is listed (cwd, title, last activity, historyLoaded=0) and publishes nothing."""
     path = transcript(claude_dir, "s1")
-    _old(path, b"".join(user_line("s1", f"q{i}") + assistant_line("s1", f"a{i}") for i in range(300)))
+    _old(
+        path, b"".join(user_line("s1", f"q{i}") + assistant_line("s1", f"a{i}") for i in range(300))
+    )
     rig = make_rig(backfill_max_age_hours=24, replay_depth=5)
     await rig.engine.start()
     assert await rig.events("s1") == []
@@ -53,7 +57,9 @@ async def test_old_session_is_listed_without_history(make_rig: RigFactory, claud
     assert await rig.client.zscore(rig.keys.sessions, "s1") is not None
 
 
-async def test_bookkeeping_only_old_file_is_not_listed(make_rig: RigFactory, claude_dir: Path) -> None:
+async def test_bookkeeping_only_old_file_is_not_listed(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
     """An old transcript with nothing to show is registered but never listed."""
     path = transcript(claude_dir, "s1")
     _old(path, progress_line("s1") * 3)
@@ -63,7 +69,9 @@ async def test_bookkeeping_only_old_file_is_not_listed(make_rig: RigFactory, cla
     assert not await rig.client.exists(rig.keys.session("s1"))
 
 
-async def test_load_history_publishes_the_last_lines_once(make_rig: RigFactory, claude_dir: Path) -> None:
+async def test_load_history_publishes_the_last_lines_once(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
     """load_history publishes the last replay_depth events once; a second request publishes nothing."""
     path = transcript(claude_dir, "s1")
     _old(path, b"".join(user_line("s1", f"q{i}") + progress_line("s1") for i in range(10)))

@@ -15,23 +15,19 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import (
-    append,
-    frames_of,
-    poll,
-    session_texts,
-    transcript,
-    user_line,
-)
+from tests.support.collector_records import append, frames_of, session_texts, transcript, user_line
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 
 SECRET = b"AKIA-relaybus-test-secret-do-not-publish\n"
 
 
 @pytest.fixture
-def running(server: RedisServer, namespace: str, claude_dir: Path) -> Iterator[tuple[redis.Redis, CollectorProc]]:
+def running(
+    server: RedisServer, namespace: str, claude_dir: Path
+) -> Iterator[tuple[redis.Redis, CollectorProc]]:
     """A started collector on ``claude_dir`` and a client of its Redis."""
     client = server.client()
     proc = CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir)
@@ -161,7 +157,9 @@ def test_a_symlinked_project_dir_is_never_watched(
         append(big / "d1" / f"{uuid.uuid4()}.jsonl", user_line(sid, "behind the link"))
         append(later_path, user_line(later, "later-2"))
         poll(lambda: _published(client, keys, later, "later-2"))
-        real = {os.stat(d).st_ino for d in (path.parent, later_path.parent, claude_dir / "projects")}
+        real = {
+            os.stat(d).st_ino for d in (path.parent, later_path.parent, claude_dir / "projects")
+        }
 
         def watching_the_real_dirs() -> set[int] | None:
             w = _inotify_watched_inodes(proc.pid)
@@ -201,7 +199,11 @@ def test_a_huge_append_does_not_hold_up_other_sessions(
     big_path, small_path = transcript(claude_dir, big), transcript(claude_dir, small)
     append(big_path, user_line(big, "big-0"))
     append(small_path, user_line(small, "small-0"))
-    poll(lambda: _published(client, keys, big, "big-0") and _published(client, keys, small, "small-0"))
+    poll(
+        lambda: (
+            _published(client, keys, big, "big-0") and _published(client, keys, small, "small-0")
+        )
+    )
     line = user_line(big, "x" * 40)
     append(big_path, line * 100_000)
     append(small_path, user_line(small, "small-1"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from collector.paths import TranscriptPath, classify
+from relaybus.collector.paths import TranscriptPath, classify
 
 ROOT = Path("/c")
 

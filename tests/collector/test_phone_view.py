@@ -42,7 +42,7 @@ async def test_backfill_of_a_real_run_publishes_content_task_first_subagent_by_i
     sub-agent, whose events name their agent and the Agent call that started it."""
     copy_print_run(claude_dir)
     rig = make_rig(backfill_events=1000)
-    with caplog.at_level(logging.INFO, logger="collector.metrics"):
+    with caplog.at_level(logging.INFO, logger="relaybus.collector.metrics"):
         await rig.engine.start()
     frames = await rig.events(PRINT_SID)
     assert frames and all(f["event"]["blocks"] for f in frames)
@@ -55,8 +55,11 @@ async def test_backfill_of_a_real_run_publishes_content_task_first_subagent_by_i
     assert all(f["event"]["parentToolUseId"] == PARENT_TOOL for f in side)
     blocks = [b for f in main for b in f["event"]["blocks"]]
     agent_call = next(b for b in blocks if b["kind"] == "tool" and b["name"] == "Agent")
-    result = next(b for b in blocks if b.get("toolUseId") == agent_call["toolUseId"]
-                  and b["kind"] == "tool_result")
+    result = next(
+        b
+        for b in blocks
+        if b.get("toolUseId") == agent_call["toolUseId"] and b["kind"] == "tool_result"
+    )
     assert agent_call["toolUseId"] == PARENT_TOOL and result["agentId"] == AGENT
     assert rig.metric("relaybus_collector_lines_dropped_total", reason="api-request") == 10
     noted = [r.getMessage() for r in caplog.records if "'api-request'" in r.getMessage()]
@@ -70,8 +73,12 @@ async def test_drop_reasons_are_bounded(make_rig: RigFactory, claude_dir: Path) 
     path = transcript(claude_dir, "s1")
     append(path, b"".join(line({"type": f"kind-{i}", "sessionId": "s1"}) for i in range(100)))
     await rig.engine.sync_path(path)
-    samples = [s for m in rig.metrics.registry.collect() for s in m.samples
-               if s.name == "relaybus_collector_lines_dropped_total"]
+    samples = [
+        s
+        for m in rig.metrics.registry.collect()
+        for s in m.samples
+        if s.name == "relaybus_collector_lines_dropped_total"
+    ]
     assert len(samples) == 65
     assert rig.metric("relaybus_collector_lines_dropped_total", reason="other") == 36
     assert await rig.events("s1") == []
@@ -125,8 +132,13 @@ async def test_cwd_learned_later_is_announced(make_rig: RigFactory, claude_dir: 
     append(path, b"".join(lines[4:]))
     await rig.engine.sync_path(path)
     log = await rig.frames(rig.keys.log)
-    infos = [{"cwd": f["cwd"], "entrypoint": f["entrypoint"]} if f["type"] == "session_started"
-             else f["session"] for f in log if f["type"] in {"session_started", "session_updated"}]
+    infos = [
+        {"cwd": f["cwd"], "entrypoint": f["entrypoint"]}
+        if f["type"] == "session_started"
+        else f["session"]
+        for f in log
+        if f["type"] in {"session_started", "session_updated"}
+    ]
     assert infos and (infos[-1]["cwd"], infos[-1]["entrypoint"]) == ("/home/dev/proj", "cli")
 
 
@@ -138,11 +150,34 @@ async def test_warmup_agents_are_not_published(make_rig: RigFactory, claude_dir:
     append(main, user_line("p1", "parent prompt"))
     warm = main.parent / "agent-w1.jsonl"
     base = {"sessionId": "p1", "isSidechain": True, "agentId": "w1", "cwd": "/home/dev/project"}
-    append(warm, line({**base, "type": "user", "parentUuid": None, "uuid": "w-a",
-                       "message": {"role": "user", "content": "Warmup"}}))
-    append(warm, line({**base, "type": "assistant", "parentUuid": "w-a", "uuid": "w-b",
-                       "message": {"id": "m", "role": "assistant",
-                                   "content": [{"type": "text", "text": "Ready to help."}]}}))
+    append(
+        warm,
+        line(
+            {
+                **base,
+                "type": "user",
+                "parentUuid": None,
+                "uuid": "w-a",
+                "message": {"role": "user", "content": "Warmup"},
+            }
+        ),
+    )
+    append(
+        warm,
+        line(
+            {
+                **base,
+                "type": "assistant",
+                "parentUuid": "w-a",
+                "uuid": "w-b",
+                "message": {
+                    "id": "m",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Ready to help."}],
+                },
+            }
+        ),
+    )
     real = main.parent / "agent-r1.jsonl"
     append(real, user_line("p1", "real task", isSidechain=True, agentId="r1", parentUuid=None))
     await rig.engine.sync_all()
@@ -156,9 +191,17 @@ async def test_has_content_is_the_listing_verdict(make_rig: RigFactory, claude_d
     rig = make_rig()
     await rig.engine.start()
     path = transcript(claude_dir, "g1")
-    goal = {"type": "attachment", "sessionId": "g1", "cwd": "/home/dev/project",
-            "attachment": {"type": "goal_status", "met": False, "sentinel": True,
-                           "condition": "tests pass"}}
+    goal = {
+        "type": "attachment",
+        "sessionId": "g1",
+        "cwd": "/home/dev/project",
+        "attachment": {
+            "type": "goal_status",
+            "met": False,
+            "sentinel": True,
+            "condition": "tests pass",
+        },
+    }
     append(path, line(goal) + line({"type": "ai-title", "aiTitle": "T", "sessionId": "g1"}))
     await rig.engine.sync_path(path)
     assert len(await rig.events("g1")) == 2
@@ -177,15 +220,24 @@ async def test_legacy_sub_agent_is_linked_through_progress_lines(
     main = transcript(claude_dir, sid)
     shutil.copy(JSONL / f"marot__spotter__{sid}.jsonl", main)
     (main.parent / sid / "subagents").mkdir(parents=True)
-    shutil.copy(JSONL / "marot__spotter__agent-a2898e3.jsonl",
-                main.parent / sid / "subagents" / "agent-a2898e3.jsonl")
+    shutil.copy(
+        JSONL / "marot__spotter__agent-a2898e3.jsonl",
+        main.parent / sid / "subagents" / "agent-a2898e3.jsonl",
+    )
     rig = make_rig(backfill_events=2000)
     await rig.engine.start()
     frames = await rig.events(sid)
     side = [f["event"] for f in frames if f["event"].get("sidechain")]
-    tasks = [b for f in frames for b in f["event"]["blocks"]
-             if b["kind"] == "tool" and b["name"] == "Task"]
+    tasks = [
+        b
+        for f in frames
+        for b in f["event"]["blocks"]
+        if b["kind"] == "tool" and b["name"] == "Task"
+    ]
     assert side and {e["parentToolUseId"] for e in side} == {"toolu_017pLRuPHYTX5t99EnLyV53m"}
     assert "toolu_017pLRuPHYTX5t99EnLyV53m" in [t["toolUseId"] for t in tasks]
     result = next(b for f in frames for b in f["event"]["blocks"] if b.get("agentId") == "a2898e3")
-    assert (result["kind"], result["toolUseId"]) == ("tool_result", "toolu_017pLRuPHYTX5t99EnLyV53m")
+    assert (result["kind"], result["toolUseId"]) == (
+        "tool_result",
+        "toolu_017pLRuPHYTX5t99EnLyV53m",
+    )

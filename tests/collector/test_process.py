@@ -16,18 +16,18 @@ import httpx
 import orjson
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import (
     append,
     assistant_line,
     frames_of,
-    poll,
     session_texts,
     transcript,
     user_line,
 )
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import poll
 
 
 def proc_for(srv: RedisServer, namespace: str, claude_dir: Path, **env: str) -> CollectorProc:
@@ -119,7 +119,9 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(
         client.close()
 
 
-def test_redis_outage_then_catch_up(private_server: Any, namespace: str, keys: Keys, claude_dir: Path) -> None:
+def test_redis_outage_then_catch_up(
+    private_server: Any, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
     """With Redis down the collector keeps running; restarted on the same port, all lines arrive once."""
     srv: RedisServer = private_server(appendonly=True)
     path = transcript(claude_dir, "out")
@@ -212,11 +214,19 @@ def test_turns_follow_a_real_live_process_file(
 
     try:
         proc.start()
-        pf.write_bytes(orjson.dumps({"pid": sleeper.pid, "sessionId": "live1", "cwd": "/w", "status": "busy"}))
+        pf.write_bytes(
+            orjson.dumps({"pid": sleeper.pid, "sessionId": "live1", "cwd": "/w", "status": "busy"})
+        )
         poll(lambda: state() == b"working")
         pf.write_bytes(
             orjson.dumps(
-                {"pid": sleeper.pid, "sessionId": "live1", "cwd": "/w", "status": "waiting", "waitingFor": "edit"}
+                {
+                    "pid": sleeper.pid,
+                    "sessionId": "live1",
+                    "cwd": "/w",
+                    "status": "waiting",
+                    "waitingFor": "edit",
+                }
             )
         )
         poll(lambda: state() == b"waiting")

@@ -10,13 +10,20 @@ from pathlib import Path
 
 import orjson
 
-from collector import backfill, procfiles
+from relaybus.collector import backfill, procfiles
 
 
 def test_process_file_parses_known_fields_and_tolerates_the_rest() -> None:
     """pid/sessionId/cwd/status/waitingFor are read; extra fields and a string pid are fine."""
     raw = orjson.dumps(
-        {"pid": "77", "sessionId": "s", "cwd": "/w", "status": "waiting", "waitingFor": "x", "new": 1}
+        {
+            "pid": "77",
+            "sessionId": "s",
+            "cwd": "/w",
+            "status": "waiting",
+            "waitingFor": "x",
+            "new": 1,
+        }
     )
     info = procfiles.parse(raw)
     assert info == procfiles.LiveProcess(77, "s", "/w", "waiting", "x", None)
@@ -24,7 +31,13 @@ def test_process_file_parses_known_fields_and_tolerates_the_rest() -> None:
 
 def test_unusable_process_files_are_ignored() -> None:
     """Not JSON, not an object, no session id, a bad pid: ignored, never an error."""
-    for raw in [b"{", b"[]", b'{"pid": 1}', b'{"pid": true, "sessionId": "s"}', b'{"pid": -3, "sessionId": "s"}']:
+    for raw in [
+        b"{",
+        b"[]",
+        b'{"pid": 1}',
+        b'{"pid": true, "sessionId": "s"}',
+        b'{"pid": -3, "sessionId": "s"}',
+    ]:
         assert procfiles.parse(raw) is None, raw
 
 

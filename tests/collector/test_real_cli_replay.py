@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 import redis
 
-from collector import backfill
-from shared.keys import Keys
+from relaybus.collector import backfill
+from relaybus.shared.store.keys import Keys
 from tests.support.cli_replay import DATA, Replay, timeline, write_transcript_live
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import frames_of, poll
+from tests.support.collector_records import frames_of
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 
 
 def _session_frames(client: redis.Redis, keys: Keys, sid: str) -> list[dict[str, Any]]:
@@ -33,8 +34,7 @@ def test_replayed_runs_start_once_turn_once_and_end_after_exit(
         proc.start()
         replay.run()
         ended = poll(
-            lambda: client.hget(keys.session(replay.sid), "live") == b"0"
-            and time.monotonic(),
+            lambda: client.hget(keys.session(replay.sid), "live") == b"0" and time.monotonic(),
             timeout_s=10,
         )
         assert ended - replay.exits[-1] < 2.0
@@ -45,14 +45,19 @@ def test_replayed_runs_start_once_turn_once_and_end_after_exit(
             if f["type"] in ("session_started", "session_ended", "turn_status")
         ]
         assert life == [
-            ("session_started", ""), ("turn_status", "working"), ("turn_status", "idle"),
+            ("session_started", ""),
+            ("turn_status", "working"),
+            ("turn_status", "idle"),
             ("session_ended", "exit"),
-            ("session_started", ""), ("turn_status", "working"), ("turn_status", "idle"),
+            ("session_started", ""),
+            ("turn_status", "working"),
+            ("turn_status", "idle"),
             ("session_ended", "exit"),
         ]
         events = [f for f in frames if f["type"] == "session_event"]
         main_lines = [
-            e for e in timeline()
+            e
+            for e in timeline()
             if e["what"] == "line" and e["rec"].startswith(("user", "assistant"))
         ]
         assert len([e for e in events if e["event"]["type"] in ("user", "assistant")]) == len(
@@ -87,8 +92,9 @@ def test_real_transcripts_give_one_working_then_idle_per_prompt(
         write_transcript_live(src, dest)
 
         def states() -> list[str]:
-            return [f["state"] for f in _session_frames(client, keys, sid)
-                    if f["type"] == "turn_status"]
+            return [
+                f["state"] for f in _session_frames(client, keys, sid) if f["type"] == "turn_status"
+            ]
 
         def drained() -> bool:
             raw = client.hget(keys.offsets("testhost"), f"projects/-home-dev-proj/{src.name}")
@@ -98,8 +104,11 @@ def test_real_transcripts_give_one_working_then_idle_per_prompt(
         poll(drained, timeout_s=15)  # every line is in: the turn states are final
         assert states() == ["working", "idle"] * prompts
         frames = _session_frames(client, keys, sid)
-        uuids = [f["event"]["uuid"] for f in frames
-                 if f["type"] == "session_event" and f["event"].get("uuid")]
+        uuids = [
+            f["event"]["uuid"]
+            for f in frames
+            if f["type"] == "session_event" and f["event"].get("uuid")
+        ]
         assert len(uuids) == len(set(uuids))
     finally:
         proc.stop()

@@ -6,9 +6,9 @@ import time
 
 import orjson
 
-from collector.sessions import BatchPlan, SessionState, end_events
-from shared import projection
-from shared.appendlog import OutEvent
+from relaybus.collector.sessions import BatchPlan, SessionState, end_events
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.transcript import projection
 from tests.support.collector_records import (
     assistant_line,
     assistant_message,
@@ -51,7 +51,11 @@ def test_first_batch_starts_the_session_then_events_title_and_turns() -> None:
     idle; no title is invented from the prompt."""
     plan = plan_of([user_line("s1", "fix the bug"), assistant_line("s1", "done")])
     assert kinds(plan.events) == [
-        "session_started", "user", "turn_status", "assistant", "turn_status",
+        "session_started",
+        "user",
+        "turn_status",
+        "assistant",
+        "turn_status",
     ]
     started = orjson.loads(plan.events[0].prefix + b"}")
     assert started["cwd"] == "/home/dev/project" and started["host"] == "h1"
@@ -112,7 +116,12 @@ def test_collapse_keeps_the_last_events_and_final_state() -> None:
         lines += [user_line("s1", f"q{i}"), assistant_line("s1", f"a{i}")]
     plan = plan_of(lines, collapse=True, keep_events=4)
     assert kinds(plan.events) == [
-        "session_started", "user", "assistant", "user", "assistant", "turn_status",
+        "session_started",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "turn_status",
     ]
     texts = [orjson.loads(e.prefix + b"}")["event"]["blocks"][0]["text"] for e in plan.events[1:5]]
     assert texts == ["q8", "a8", "q9", "a9"]
@@ -154,16 +163,26 @@ def test_backfill_after_an_exit_does_not_restart_on_trailing_lines() -> None:
 def test_a_thinking_line_with_end_turn_does_not_end_the_turn() -> None:
     """Every line of a message carries its final stop_reason: idle comes with the text line."""
     message_id = "msg_same"
-    thinking = record("s1", "assistant", message=assistant_message(
-        [{"type": "thinking", "thinking": "hmm", "signature": "x"}], "end_turn"))
+    thinking = record(
+        "s1",
+        "assistant",
+        message=assistant_message(
+            [{"type": "thinking", "thinking": "hmm", "signature": "x"}], "end_turn"
+        ),
+    )
     thinking["message"]["id"] = message_id
-    text = record("s1", "assistant", message=assistant_message(
-        [{"type": "text", "text": "answer"}], "end_turn"))
+    text = record(
+        "s1",
+        "assistant",
+        message=assistant_message([{"type": "text", "text": "answer"}], "end_turn"),
+    )
     text["message"]["id"] = message_id
     plan = plan_of([user_line("s1", "think"), line(thinking)])
     assert plan.state.turn.state == "working"
     plan2 = plan_of([line(text)], state=plan.state)
-    turns = [orjson.loads(e.prefix + b"}")["state"] for e in plan2.events if e.kind == "turn_status"]
+    turns = [
+        orjson.loads(e.prefix + b"}")["state"] for e in plan2.events if e.kind == "turn_status"
+    ]
     assert turns == ["idle"]
 
 

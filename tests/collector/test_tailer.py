@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from collector.tailer import CHUNK_BYTES, FileTail, Identity, Status, probe
+from relaybus.collector.tailer import CHUNK_BYTES, FileTail, Identity, Status, probe
 
 LIMITS = {"max_lines": 100, "max_bytes": 1 << 20, "max_line_bytes": 4096}
 

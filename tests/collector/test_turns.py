@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.turns import LIVE_IDLE_GRACE_MS, TurnChange, TurnTracker
+from relaybus.collector.turns import LIVE_IDLE_GRACE_MS, TurnChange, TurnTracker
 
 
 def test_transcript_drives_turns_without_duplicates() -> None:
@@ -131,12 +131,16 @@ def test_a_client_decision_ends_the_live_files_waiting_for_that_request() -> Non
     again; a timeout (no decision) leaves the dialog's waiting real."""
     t = TurnTracker()
     t.on_live("busy", None, 0)
-    assert t.on_live("waiting", "permission prompt", 10) == TurnChange("waiting", 10, "permission prompt")
+    assert t.on_live("waiting", "permission prompt", 10) == TurnChange(
+        "waiting", 10, "permission prompt"
+    )
     assert t.on_approval("approve Edit", 20) == TurnChange("waiting", 20, "approve Edit")
     assert t.on_approval(None, 30, answered=True) == TurnChange("working", 30)
     assert t.on_live("waiting", "permission prompt", 40) is None
     assert t.on_live("busy", None, 50) is None
-    assert t.on_live("waiting", "permission prompt", 60) == TurnChange("waiting", 60, "permission prompt")
+    assert t.on_live("waiting", "permission prompt", 60) == TurnChange(
+        "waiting", 60, "permission prompt"
+    )
     assert t.on_approval("approve Bash", 70) == TurnChange("waiting", 70, "approve Bash")
     assert t.on_approval(None, 80) == TurnChange("waiting", 80, "permission prompt")
 

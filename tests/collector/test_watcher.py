@@ -7,7 +7,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from collector.watcher import Wake, rescan, watch, watched_dirs
+from relaybus.collector.watcher import Wake, rescan, watch, watched_dirs
 from tests.support.collector_records import append, transcript, user_line
 
 
@@ -63,7 +63,9 @@ async def test_rescan_asks_for_a_full_sync_until_stopped(claude_dir: Path) -> No
     await asyncio.wait_for(task, 10)
 
 
-def test_watched_dirs_are_the_real_layout_directories_only(claude_dir: Path, tmp_path: Path) -> None:
+def test_watched_dirs_are_the_real_layout_directories_only(
+    claude_dir: Path, tmp_path: Path
+) -> None:
     """Projects, sessions, sub-agent dirs: watched; symlinked and deeper directories: not."""
     outside = tmp_path / "outside"
     (outside / "deep").mkdir(parents=True)

@@ -17,17 +17,18 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from collector.commands import CommandConsumer
-from collector.drivers.control import Controller
-from collector.metrics import CollectorMetrics
-from shared import commands as c
-from shared.commands import Command, Reply
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.collector.commands import CommandConsumer
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, Reply
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts, wait_for
+from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 GW = "gw-test"
 
@@ -90,7 +91,8 @@ class Bus:
         t.user("first")
         t.reply("first")
         await self.client.hset(
-            self.keys.session(sid), mapping={"host": host, "cwd": str(self.workdir), "state": "idle"}
+            self.keys.session(sid),
+            mapping={"host": host, "cwd": str(self.workdir), "state": "idle"},
         )
         return sid, path
 
@@ -129,7 +131,15 @@ async def start_bus(
         if begin:
             task = asyncio.create_task(consumer.run(stop))
             running.append((stop, task, controller, client))
-        bus = Bus(admin, Keys(namespace), hooks, registry, workdir, claude_dir, tmp_path / "fake-claude.log")
+        bus = Bus(
+            admin,
+            Keys(namespace),
+            hooks,
+            registry,
+            workdir,
+            claude_dir,
+            tmp_path / "fake-claude.log",
+        )
         return bus
 
     yield start
@@ -176,16 +186,22 @@ async def test_unknown_and_foreign_sessions_are_refused(start_bus: Callable[...,
     assert bus.runs() == []
 
 
-async def test_option_like_or_key_splicing_session_ids_are_refused(start_bus: Callable[..., Any]) -> None:
+async def test_option_like_or_key_splicing_session_ids_are_refused(
+    start_bus: Callable[..., Any],
+) -> None:
     """A command whose session id reads as a CLI flag or holds ':' is invalid, even if Redis knows it."""
     bus: Bus = await start_bus()
     for bad in ("--dangerously-skip-permissions", "abc:events", "*"):
-        await bus.client.hset(bus.keys.session(bad), mapping={"host": "testhost", "cwd": str(bus.workdir)})
+        await bus.client.hset(
+            bus.keys.session(bad), mapping={"host": "testhost", "cwd": str(bus.workdir)}
+        )
         assert (await bus.call(c.PROMPT, bad, message="x")).code == "invalid_message"
     assert bus.runs() == []
 
 
-async def test_cwd_outside_allow_list_is_refused(start_bus: Callable[..., Any], tmp_path: Path) -> None:
+async def test_cwd_outside_allow_list_is_refused(
+    start_bus: Callable[..., Any], tmp_path: Path
+) -> None:
     """prompt_cwd_allow limits where prompts and new conversations may run."""
     allowed = tmp_path / "allowed"
     allowed.mkdir()
@@ -250,7 +266,9 @@ async def test_live_session_outside_tmux_cannot_be_interrupted(
     """A live interactive process that is not in tmux yields interrupt_unavailable."""
     bus: Bus = await start_bus()
     sid, _ = await bus.session()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(120)")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(120)"
+    )
     try:
         (bus.claude_dir / "sessions" / f"{proc.pid}.json").write_text(
             json.dumps({"pid": proc.pid, "sessionId": sid, "cwd": str(bus.workdir)})
@@ -296,7 +314,9 @@ async def test_command_that_started_before_a_crash_is_not_run_again(
     assert bus.runs() == []
 
 
-async def test_same_command_twice_runs_once_and_answers_twice(start_bus: Callable[..., Any]) -> None:
+async def test_same_command_twice_runs_once_and_answers_twice(
+    start_bus: Callable[..., Any],
+) -> None:
     """A command id seen again is answered with the stored reply, never executed again."""
     bus: Bus = await start_bus()
     sid, path = await bus.session()
@@ -305,9 +325,7 @@ async def test_same_command_twice_runs_once_and_answers_twice(start_bus: Callabl
     first = await bus.reply_to(cmd)
     await wait_for(lambda: ("ended", sid, None) in bus.hooks.calls, what="run end")
     await bus.send(cmd)
-    await wait_for(
-        lambda: bus.count("prompt", "duplicate") == 1, what="duplicate handled"
-    )
+    await wait_for(lambda: bus.count("prompt", "duplicate") == 1, what="duplicate handled")
     answers = [r for r in await bus.replies() if r.command_id == cmd.id]
     assert answers == [first, first]
     assert texts(path, "user").count("once") == 1
@@ -340,8 +358,9 @@ async def test_a_run_that_fails_after_taking_the_prompt_sends_a_late_reply(
     assert first.ok
 
     async def late() -> Reply | None:
-        return next((r for r in await bus.replies()
-                     if r.command_id == cmd.id and r.data.get(c.LATE)), None)
+        return next(
+            (r for r in await bus.replies() if r.command_id == cmd.id and r.data.get(c.LATE)), None
+        )
 
     second = await wait_for(late, what="the late failure")
     assert (second.ok, second.code) == (False, c.PROMPT_FAILED)
@@ -373,7 +392,9 @@ async def test_a_live_session_outside_tmux_refuses_prompts(start_bus: Callable[.
     """A Claude Code process relaybus cannot type into owns the session: not_controllable."""
     bus: Bus = await start_bus()
     sid, _ = await bus.session()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(120)")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(120)"
+    )
     try:
         (bus.claude_dir / "sessions" / f"{proc.pid}.json").write_text(
             json.dumps({"pid": proc.pid, "sessionId": sid, "cwd": str(bus.workdir)})
@@ -403,7 +424,7 @@ async def test_an_interrupt_is_not_held_up_by_a_starting_prompt(
     """A prompt waits for its slow-starting run to take it; the session's interrupt, sent
     right after, is answered meanwhile (commands run in tasks, in order per session)."""
     slow = tmp_path / "slow-claude"
-    slow.write_text(f"#!/bin/sh\nsleep 8\nexec {claude_bin} \"$@\"\n")
+    slow.write_text(f'#!/bin/sh\nsleep 8\nexec {claude_bin} "$@"\n')
     slow.chmod(0o755)
     bus: Bus = await start_bus(claude_bin=str(slow))
     sid, _ = await bus.session()

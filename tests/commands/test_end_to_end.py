@@ -17,15 +17,16 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.collector_proc import CollectorProc
-from tests.support.commands_env import TmuxServer, texts, wait_for
+from tests.support.commands_env import TmuxServer, texts
 from tests.support.fake_claude import INTERRUPTED, REPO, Transcript, transcript_path
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 @dataclass
@@ -78,9 +79,7 @@ def hosts(
 
 
 @pytest.fixture
-async def gateways(
-    server: RedisServer, namespace: str
-) -> AsyncIterator[Callable[..., Any]]:
+async def gateways(server: RedisServer, namespace: str) -> AsyncIterator[Callable[..., Any]]:
     """A factory of in-process gateways (each its own gatewayId and reply reader)."""
     async with AsyncExitStack() as stack:
 
@@ -136,19 +135,33 @@ async def test_prompt_to_second_host_through_another_gateway(
     await _published(admin, keys, sid, "hostB")
     gw1, gw2 = await gateways(), await gateways()
     assert gw1.runtime.gateway_id != gw2.runtime.gateway_id
-    async with WsClient(gw1.ws, token="ro-token") as watcher, WsClient(gw2.ws, token="full-token") as phone:
+    async with (
+        WsClient(gw1.ws, token="ro-token") as watcher,
+        WsClient(gw2.ws, token="full-token") as phone,
+    ):
         await _watch(watcher, sid)
         mark = len(watcher.received)
         await phone.hello(FULL)
         await phone.send(
-            {"type": "prompt", "requestId": "p1", "traceId": "trace-42", "sessionId": sid,
-             "message": "what is up"}
+            {
+                "type": "prompt",
+                "requestId": "p1",
+                "traceId": "trace-42",
+                "sessionId": sid,
+                "message": "what is up",
+            }
         )
         sent = await phone.expect("prompt_sent", wait_s=30)
-        assert (sent["requestId"], sent["traceId"], sent["message"]) == ("p1", "trace-42", "what is up")
+        assert (sent["requestId"], sent["traceId"], sent["message"]) == (
+            "p1",
+            "trace-42",
+            "what is up",
+        )
         await watcher.until(
-            lambda fs: any(_has_text(f, "Done: what is up") for f in fs[mark:])
-            and _states(watcher, sid, mark)[-1:] == ["idle"],
+            lambda fs: (
+                any(_has_text(f, "Done: what is up") for f in fs[mark:])
+                and _states(watcher, sid, mark)[-1:] == ["idle"]
+            ),
             wait_s=60,
         )
     new = [f for f in watcher.received[mark:] if f["type"] == "session_event"]
@@ -174,7 +187,9 @@ async def test_interrupt_busy_and_idle_interrupt(
         ack = await ws.expect("interrupt_ack", wait_s=30)
         assert (ack["requestId"], ack["ok"], ack["errorCode"]) == ("i0", False, "no_active_turn")
         mark = len(ws.received)
-        await ws.send({"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "LONG work"})
+        await ws.send(
+            {"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "LONG work"}
+        )
         await ws.expect("prompt_sent", wait_s=30)
         await ws.send({"type": "prompt", "requestId": "p2", "sessionId": sid, "message": "more"})
         err = await ws.expect("error", wait_s=30)
@@ -185,8 +200,10 @@ async def test_interrupt_busy_and_idle_interrupt(
         ack = await ws.expect("interrupt_ack", wait_s=30)
         assert (ack["requestId"], ack["ok"]) == ("i1", True)
         await ws.until(
-            lambda fs: any(_has_text(f, INTERRUPTED) for f in fs[mark:])
-            and _states(ws, sid, mark)[-1:] == ["idle"],
+            lambda fs: (
+                any(_has_text(f, INTERRUPTED) for f in fs[mark:])
+                and _states(ws, sid, mark)[-1:] == ["idle"]
+            ),
             wait_s=60,
         )
         await ws.send({"type": "interrupt_request", "requestId": "i2", "sessionId": sid})
@@ -208,7 +225,9 @@ async def test_a_failed_run_reaches_the_client_after_prompt_sent(
     async with WsClient(gw.ws, token="full-token") as ws:
         await _watch(ws, sid)
         mark = len(ws.received)
-        await ws.send({"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "FAIL now"})
+        await ws.send(
+            {"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "FAIL now"}
+        )
         await ws.expect("prompt_sent", wait_s=30)
         err = await ws.expect("error", wait_s=30)
         await ws.until(lambda fs: _states(ws, sid, mark)[-1:] == ["idle"], wait_s=30)
@@ -295,12 +314,18 @@ async def test_collector_killed_holding_commands_runs_none_twice(
     async with WsClient(gw.ws, token="full-token") as ws:
         await ws.hello()
         for i, (sid, _) in enumerate(sessions):
-            await ws.send({"type": "prompt", "requestId": f"p{i}", "sessionId": sid, "message": f"job {i}"})
-        await asyncio.sleep(random.uniform(0.0, 0.3))  # a random kill point, not a wait for a condition
+            await ws.send(
+                {"type": "prompt", "requestId": f"p{i}", "sessionId": sid, "message": f"job {i}"}
+            )
+        await asyncio.sleep(
+            random.uniform(0.0, 0.3)
+        )  # a random kill point, not a wait for a condition
         host.proc.kill()
         host.proc.start()
         answers = await ws.until(
-            lambda fs: len({f.get("requestId") for f in fs if f["type"] in ("prompt_sent", "error")}) >= 6,
+            lambda fs: (
+                len({f.get("requestId") for f in fs if f["type"] in ("prompt_sent", "error")}) >= 6
+            ),
             wait_s=90,
         )
     replies = [f for f in answers if f["type"] in ("prompt_sent", "error")]
@@ -311,7 +336,9 @@ async def test_collector_killed_holding_commands_runs_none_twice(
         ran = texts(path, "user").count(f"job {i}")
         sent = any(f["type"] == "prompt_sent" and f["requestId"] == f"p{i}" for f in replies)
         if sent:
-            await wait_for(lambda p=path, n=i: f"Done: job {n}" in texts(p, "assistant"), what="run")
+            await wait_for(
+                lambda p=path, n=i: f"Done: job {n}" in texts(p, "assistant"), what="run"
+            )
             ran = texts(path, "user").count(f"job {i}")
             assert ran == 1
         assert ran <= 1
@@ -325,7 +352,11 @@ async def test_live_tmux_session_is_driven_through_its_pane(
     tmux = TmuxServer()
     try:
         sid = str(uuid.uuid4())
-        env = {"CLAUDE_CONFIG_DIR": str(host.claude_dir), "PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]}
+        env = {
+            "CLAUDE_CONFIG_DIR": str(host.claude_dir),
+            "PYTHONPATH": str(REPO),
+            "PATH": os.environ["PATH"],
+        }
         tmux.start(
             [sys.executable, "-m", "tests.support.fake_claude", "--session-id", sid],
             cwd=host.workdir,
@@ -336,13 +367,20 @@ async def test_live_tmux_session_is_driven_through_its_pane(
         gw = await gateways()
         async with WsClient(gw.ws, token="full-token") as ws:
             await ws.hello(FULL)
-            await ws.send({"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "hi pane"})
-            await ws.expect("prompt_sent", wait_s=30)
-            await wait_for(lambda: "Done: hi pane" in texts(path, "assistant"), what="typed prompt ran")
-            await ws.until(
-                lambda fs: "working" in _states(ws, sid) and _states(ws, sid)[-1] == "idle", wait_s=60
+            await ws.send(
+                {"type": "prompt", "requestId": "p1", "sessionId": sid, "message": "hi pane"}
             )
-            await ws.send({"type": "prompt", "requestId": "p2", "sessionId": sid, "message": "LONG pane"})
+            await ws.expect("prompt_sent", wait_s=30)
+            await wait_for(
+                lambda: "Done: hi pane" in texts(path, "assistant"), what="typed prompt ran"
+            )
+            await ws.until(
+                lambda fs: "working" in _states(ws, sid) and _states(ws, sid)[-1] == "idle",
+                wait_s=60,
+            )
+            await ws.send(
+                {"type": "prompt", "requestId": "p2", "sessionId": sid, "message": "LONG pane"}
+            )
             await ws.expect("prompt_sent", wait_s=30)
             await ws.until(lambda fs: _states(ws, sid)[-1:] == ["working"], wait_s=60)
             await ws.send({"type": "prompt", "requestId": "p3", "sessionId": sid, "message": "x"})

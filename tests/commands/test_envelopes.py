@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared import commands as c
-from shared.commands import Command, EnvelopeError, Reply
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 
 
 def _cmd(type_: str = c.PROMPT, **kw: object) -> Command:
@@ -86,14 +86,22 @@ def test_gateway_refusals_are_errors_except_for_interrupts() -> None:
             assert c.refusal(type_, code, "m", request_id="r")["type"] == "error"
     for code in (c.HOST_OFFLINE, c.TIMEOUT, c.UNKNOWN_SESSION, c.PROMPTS_DISABLED):
         frame = c.refusal(c.INTERRUPT, code, "m", request_id="r", session_id="s")
-        assert frame == {"type": "interrupt_ack", "ok": False, "errorCode": code, "message": "m",
-                         "sessionId": "s", "requestId": "r"}
+        assert frame == {
+            "type": "interrupt_ack",
+            "ok": False,
+            "errorCode": code,
+            "message": "m",
+            "sessionId": "s",
+            "requestId": "r",
+        }
 
 
 def test_new_conversation_outcomes_are_acks() -> None:
     """new_conversation answers new_conversation_ack, ok or with an errorCode."""
     cmd = _cmd(c.NEW_CONVERSATION, session_id="", payload={})
-    ok = c.client_frame(cmd, Reply("cmd-1", True, data={"sessionId": "s", "host": "h", "cwd": "/w"}))
+    ok = c.client_frame(
+        cmd, Reply("cmd-1", True, data={"sessionId": "s", "host": "h", "cwd": "/w"})
+    )
     assert ok == {
         "type": "new_conversation_ack",
         "ok": True,

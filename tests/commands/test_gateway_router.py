@@ -12,19 +12,20 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from collector.commands import CommandConsumer
-from collector.drivers.control import Controller
-from collector.metrics import CollectorMetrics
-from shared import commands as c
-from shared.keys import Keys
-from shared.redis_conn import connect
-from shared.settings import Settings
+from relaybus.collector.commands import CommandConsumer
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts, wait_for
+from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import Transcript, transcript_path
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 @pytest.fixture
@@ -73,7 +74,9 @@ async def collector(
     await client.aclose()
 
 
-async def _session(admin: aioredis.Redis, keys: Keys, cwd: Path, claude_dir: Path, host: str) -> str:
+async def _session(
+    admin: aioredis.Redis, keys: Keys, cwd: Path, claude_dir: Path, host: str
+) -> str:
     sid = str(uuid.uuid4())
     t = Transcript(transcript_path(claude_dir, str(cwd), sid), sid, str(cwd), "cli")
     t.user("first")
@@ -95,7 +98,13 @@ async def test_prompt_round_trip_answers_prompt_sent(
     async with WsClient(gw.ws, token="full-token") as ws:
         await ws.hello()
         await ws.send(
-            {"type": "prompt", "requestId": "r-5", "traceId": "t-5", "sessionId": sid, "message": "go"}
+            {
+                "type": "prompt",
+                "requestId": "r-5",
+                "traceId": "t-5",
+                "sessionId": sid,
+                "message": "go",
+            }
         )
         sent = await ws.expect("prompt_sent")
     assert sent["requestId"] == "r-5" and sent["traceId"] == "t-5"
@@ -110,7 +119,9 @@ async def test_prompt_round_trip_answers_prompt_sent(
         await asyncio.sleep(0.05)
 
 
-async def test_read_only_token_is_forbidden(gw: RunningGateway, admin: aioredis.Redis, keys: Keys) -> None:
+async def test_read_only_token_is_forbidden(
+    gw: RunningGateway, admin: aioredis.Redis, keys: Keys
+) -> None:
     """Every command from a read-only token gets error{code:forbidden}."""
     async with WsClient(gw.ws, token="ro-token") as ws:
         await ws.hello()
@@ -123,7 +134,10 @@ async def test_read_only_token_is_forbidden(gw: RunningGateway, admin: aioredis.
             err = await ws.expect("error")
             assert (err["code"], err["requestId"]) == ("forbidden", frame["requestId"])
     assert await admin.keys(f"{keys.prefix}cmd:*") == []
-    assert gw.metric("relaybus_gateway_commands_total", {"type": "prompt", "outcome": "forbidden"}) == 1
+    assert (
+        gw.metric("relaybus_gateway_commands_total", {"type": "prompt", "outcome": "forbidden"})
+        == 1
+    )
 
 
 async def test_unknown_session(gw: RunningGateway) -> None:
@@ -152,7 +166,10 @@ async def test_host_without_heartbeat_is_offline_at_once(
     assert err["code"] == "host_offline"
     assert elapsed < 2, "host_offline must not wait for the command timeout"
     assert not await admin.exists(keys.cmd("ghost"))
-    assert gw.metric("relaybus_gateway_commands_total", {"type": "prompt", "outcome": "host_offline"}) == 1
+    assert (
+        gw.metric("relaybus_gateway_commands_total", {"type": "prompt", "outcome": "host_offline"})
+        == 1
+    )
 
 
 async def test_silent_host_times_out(
@@ -195,7 +212,9 @@ async def test_new_conversation_picks_the_only_live_host(
         await ws.send({"type": "new_conversation", "requestId": "n2"})
         ack = await ws.expect("new_conversation_ack")
         assert (ack["ok"], ack["errorCode"]) == (False, "host_required")
-        await ws.send({"type": "new_conversation", "requestId": "n3", "host": "testhost", "cwd": str(workdir)})
+        await ws.send(
+            {"type": "new_conversation", "requestId": "n3", "host": "testhost", "cwd": str(workdir)}
+        )
         ack = await ws.expect("new_conversation_ack")
         assert ack["ok"] is True and ack["requestId"] == "n3"
 

@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from collector.drivers import DriverError
-from collector.drivers.headless import HeadlessDriver
+from relaybus.collector.drivers import DriverError
+from relaybus.collector.drivers.headless import HeadlessDriver
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts, wait_for
+from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
+from tests.support.wait import wait_for
 
 
-def _driver(claude_dir: Path, claude_bin: Path, hooks: RecordingHooks, **kw: object) -> HeadlessDriver:
+def _driver(
+    claude_dir: Path, claude_bin: Path, hooks: RecordingHooks, **kw: object
+) -> HeadlessDriver:
     settings = make_settings(
         "redis://127.0.0.1:1/0", "ns", claude_dir, claude_bin=str(claude_bin), **kw
     )
@@ -47,7 +50,12 @@ async def test_prompt_resumes_session_and_reports_turn(
     assert texts(path, "assistant")[-1] == "Done: -- hello there"
     call = json.loads((tmp_path / "fake-claude.log").read_text().splitlines()[-1])
     assert call["argv"] == [
-        "-p", f"--resume={sid}", "--permission-mode", "acceptEdits", "--", "-- hello there"
+        "-p",
+        f"--resume={sid}",
+        "--permission-mode",
+        "acceptEdits",
+        "--",
+        "-- hello there",
     ]
     assert call["cwd"] == str(workdir)
 
@@ -63,7 +71,9 @@ async def test_new_conversation_uses_session_id(
     await wait_for(lambda: ("ended", sid, None) in hooks.calls, what="run end")
     path = transcript_path(claude_dir, str(workdir), sid)
     assert texts(path, "user") == ["start"]
-    assert [r["sessionId"] for r in json.loads("[" + ",".join(path.read_text().splitlines()) + "]")] == [sid] * 3
+    assert [
+        r["sessionId"] for r in json.loads("[" + ",".join(path.read_text().splitlines()) + "]")
+    ] == [sid] * 3
 
 
 async def test_second_prompt_while_running_is_busy(
@@ -139,7 +149,11 @@ async def test_close_kills_runs_that_ignore_the_interrupt(
 
 
 async def test_child_gets_no_relaybus_secrets_and_no_option_like_id(
-    claude_dir: Path, claude_bin: Path, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    claude_dir: Path,
+    claude_bin: Path,
+    workdir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The CLI child never sees RELAYBUS_* or Redis passwords; an id shaped like a flag never runs."""
     monkeypatch.setenv("RELAYBUS_REDIS_URL", "redis://:hunter2@127.0.0.1:6379/0")
@@ -154,5 +168,7 @@ async def test_child_gets_no_relaybus_secrets_and_no_option_like_id(
     calls = [json.loads(x) for x in (tmp_path / "fake-claude.log").read_text().splitlines()]
     assert calls[-1]["secretEnv"] == []
     with pytest.raises(DriverError):
-        await driver.prompt("--dangerously-skip-permissions", str(workdir), "x", new=False, trace_id=None)
+        await driver.prompt(
+            "--dangerously-skip-permissions", str(workdir), "x", new=False, trace_id=None
+        )
     assert len((tmp_path / "fake-claude.log").read_text().splitlines()) == len(calls)

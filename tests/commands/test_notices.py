@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from collector.drivers.notices import TraceMap
-from shared import frames
-from shared.appendlog import OutEvent
+from relaybus.collector.drivers.notices import TraceMap
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire import frames
 
 
 class Clock:
@@ -39,7 +39,9 @@ def test_label_adds_trace_to_session_events_only() -> None:
     """session_event frames gain traceId (still valid JSON once closed); turn_status is untouched."""
     traces = TraceMap()
     traces.remember("s1", 't-"q"')
-    event = OutEvent(frames.SESSION_EVENT, frames.session_event("s1", {"type": "user", "blocks": []}))
+    event = OutEvent(
+        frames.SESSION_EVENT, frames.session_event("s1", {"type": "user", "blocks": []})
+    )
     turn = OutEvent(frames.TURN_STATUS, frames.turn_status("s1", state="working", since=1))
     labelled = traces.label("s1", [event, turn])
     closed = orjson.loads(labelled[0].prefix + b',"seqId":1}')

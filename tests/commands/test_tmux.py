@@ -11,17 +11,18 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from collector.drivers.control import Controller
-from collector.drivers.live import find_live
-from collector.drivers.tmux import TmuxDriver
-from shared import commands as c
-from shared.commands import Command
-from shared.keys import Keys
-from shared.redis_conn import connect
+from relaybus.collector.drivers.control import Controller
+from relaybus.collector.drivers.live import find_live
+from relaybus.collector.drivers.tmux import TmuxDriver
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import commands as c
+from relaybus.shared.wire.commands import Command
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, TmuxServer, texts, wait_for
+from tests.support.commands_env import RecordingHooks, TmuxServer, texts
 from tests.support.fake_claude import INTERRUPTED, REPO, transcript_path
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 @pytest.fixture
@@ -101,15 +102,21 @@ async def test_prompt_and_interrupt_through_the_pane(
     keys = Keys(namespace)
     _start_interactive(tmux, claude_dir, workdir, sid)
     await _live_pid(claude_dir, sid)
-    await admin.hset(keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"})
-    settings = make_settings(server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent")
+    await admin.hset(
+        keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"}
+    )
+    settings = make_settings(
+        server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent"
+    )
     hooks = RecordingHooks()
     controller = Controller(settings, admin, hooks)
     path = transcript_path(claude_dir, str(workdir), sid)
 
     reply = await controller.execute(_cmd(c.PROMPT, sid, message="hello 'tmux' -l; $HOME"))
     assert reply.ok and reply.data == {"driver": "tmux"}
-    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: hello 'tmux' -l; $HOME"], what="reply")
+    await wait_for(
+        lambda: texts(path, "assistant")[-1:] == ["Done: hello 'tmux' -l; $HOME"], what="reply"
+    )
     assert texts(path, "user") == ["hello 'tmux' -l; $HOME"]
     assert hooks.calls == [("started", sid, None)]
 
@@ -117,7 +124,9 @@ async def test_prompt_and_interrupt_through_the_pane(
     assert (reply.ok, reply.code) == (False, "no_active_turn")
 
     assert (await controller.execute(_cmd(c.PROMPT, sid, message="two\nlines"))).ok
-    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: two\nlines"], what="pasted reply")
+    await wait_for(
+        lambda: texts(path, "assistant")[-1:] == ["Done: two\nlines"], what="pasted reply"
+    )
     assert texts(path, "user")[-1] == "two\nlines"
 
     assert (await controller.execute(_cmd(c.PROMPT, sid, message="a LONG one"))).ok
@@ -144,8 +153,12 @@ async def test_control_characters_never_reach_the_pane(
     keys = Keys(namespace)
     _start_interactive(tmux, claude_dir, workdir, sid)
     await _live_pid(claude_dir, sid)
-    await admin.hset(keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"})
-    settings = make_settings(server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent")
+    await admin.hset(
+        keys.session(sid), mapping={"host": "testhost", "cwd": str(workdir), "state": "idle"}
+    )
+    settings = make_settings(
+        server.url, namespace, claude_dir, allow_prompts=True, claude_bin="/nonexistent"
+    )
     controller = Controller(settings, admin, RecordingHooks())
     path = transcript_path(claude_dir, str(workdir), sid)
     for attack in ["look\rrm -rf ~", "a\x03b", "x\x1b", "one\ntwo\x1b[201~\rthree", "c1\x9b2~"]:
@@ -153,5 +166,7 @@ async def test_control_characters_never_reach_the_pane(
         assert (reply.ok, reply.code) == (False, "invalid_message"), attack
     ok = await controller.execute(_cmd(c.PROMPT, sid, message="\x1b[200~safe\r\nend\x1b[201~"))
     assert ok.ok
-    await wait_for(lambda: texts(path, "assistant")[-1:] == ["Done: safe\nend"], what="clean prompt")
+    await wait_for(
+        lambda: texts(path, "assistant")[-1:] == ["Done: safe\nend"], what="clean prompt"
+    )
     assert texts(path, "user") == ["safe\nend"]

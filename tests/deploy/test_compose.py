@@ -11,7 +11,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
 from tests.support.deploy_files import (
     COMPOSE,
     DEPLOY,
@@ -157,9 +157,7 @@ def test_gateways_are_replicated_behind_nginx_on_one_published_port(
     nginx_conf = (DEPLOY / "nginx.conf").read_text()
     assert re.search(rf"^\s*server gateway:{gateway_port}\b", nginx_conf, re.M)
     assert re.search(r"^\s*listen 8080;", nginx_conf, re.M)
-    assert ("./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro") in _bind_mounts(
-        services["nginx"]
-    )
+    assert ("./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro") in _bind_mounts(services["nginx"])
 
 
 def test_collector_reads_the_server_claude_dir_read_only(compose: dict[str, Any]) -> None:
@@ -205,9 +203,9 @@ def test_grafana_provisioning_points_at_the_mounted_dashboard_and_prometheus(
     datasource = load_yaml(provisioning / "datasources" / "prometheus.yml")["datasources"][0]
     assert datasource["url"] == "http://prometheus:9090"
     dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "relaybus.json").read_text())
-    uids = {
-        str(t["datasource"]["uid"]) for p in dashboard["panels"] for t in p["targets"]
-    } | {str(p["datasource"]["uid"]) for p in dashboard["panels"]}
+    uids = {str(t["datasource"]["uid"]) for p in dashboard["panels"] for t in p["targets"]} | {
+        str(p["datasource"]["uid"]) for p in dashboard["panels"]
+    }
     assert uids == {datasource["uid"]}
 
 

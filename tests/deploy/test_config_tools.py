@@ -23,7 +23,9 @@ def _rules_file(tmp_path: Path, exprs: list[str]) -> Path:
     groups = [
         {
             "name": "dashboard",
-            "rules": [{"record": f"relaybus:dashboard:{i}", "expr": e} for i, e in enumerate(exprs)],
+            "rules": [
+                {"record": f"relaybus:dashboard:{i}", "expr": e} for i, e in enumerate(exprs)
+            ],
         }
     ]
     path = tmp_path / "rules.yml"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.embedded import EmbeddedServer, EmbeddedServerError, find_server_binary
+from relaybus.embedded import EmbeddedServer, EmbeddedServerError, find_server_binary
 from tests.conftest import BINARIES
 
 
@@ -122,7 +122,7 @@ def test_server_dies_with_an_owner_killed_by_sigkill(tmp_path: Path) -> None:
         f"""
         import sys, time
         from pathlib import Path
-        from shared.embedded import EmbeddedServer
+        from relaybus.embedded import EmbeddedServer
         srv = EmbeddedServer(Path({str(tmp_path / "srv")!r}))
         srv.start()
         print(srv.proc.pid, flush=True)

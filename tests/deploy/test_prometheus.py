@@ -133,4 +133,3 @@ async def test_prometheus_scrapes_both_roles_and_every_dashboard_query_has_data(
         assert answer["data"]["result"], f"no data for {expr}"
     broken = await asyncio.to_thread(prometheus.api, "/api/v1/query", query="sum(rate(x[1m])")
     assert (broken["status"], broken["errorType"]) == ("error", "bad_data")
-

@@ -39,8 +39,15 @@ def test_roles_cannot_flush_configure_or_list_keys(
     client = redis.Redis.from_url(urls[role], socket_timeout=5)
     try:
         assert client.ping()
-        for command in (("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "GET", "*"), ("KEYS", "*"),
-                        ("SCAN", "0"), ("SHUTDOWN",), ("ACL", "LIST")):
+        for command in (
+            ("FLUSHALL",),
+            ("FLUSHDB",),
+            ("CONFIG", "GET", "*"),
+            ("KEYS", "*"),
+            ("SCAN", "0"),
+            ("SHUTDOWN",),
+            ("ACL", "LIST"),
+        ):
             with pytest.raises(redis.exceptions.NoPermissionError):
                 client.execute_command(*command)
         with pytest.raises(redis.exceptions.NoPermissionError):
@@ -70,17 +77,24 @@ def test_gateway_user_cannot_forge_log_events(
 
 
 async def test_protocol_runs_with_each_role_under_its_acl(
-    acl_server: tuple[RedisServer, dict[str, str]], namespace: str, claude_dir: Path,
+    acl_server: tuple[RedisServer, dict[str, str]],
+    namespace: str,
+    claude_dir: Path,
     tmp_path: Path,
 ) -> None:
     """A collector (collector user) and a gateway (gateway user): list, watch with replay, live
     events, hello resume, and a routed new_conversation all work; neither logs NOPERM."""
     _, urls = acl_server
-    collector = CollectorProc(redis_url=urls["collector"], namespace=namespace,
-                              claude_dir=claude_dir, env={"RELAYBUS_ALLOW_PROMPTS": "true"},
-                              log_path=tmp_path / "collector.log")
-    gateway = GatewayProc(redis_url=urls["gateway"], namespace=namespace,
-                          log_path=tmp_path / "gateway.log")
+    collector = CollectorProc(
+        redis_url=urls["collector"],
+        namespace=namespace,
+        claude_dir=claude_dir,
+        env={"RELAYBUS_ALLOW_PROMPTS": "true"},
+        log_path=tmp_path / "collector.log",
+    )
+    gateway = GatewayProc(
+        redis_url=urls["gateway"], namespace=namespace, log_path=tmp_path / "gateway.log"
+    )
     sid = str(uuid.uuid4())
     path = transcript(claude_dir, sid)
     try:
@@ -101,8 +115,14 @@ async def test_protocol_runs_with_each_role_under_its_acl(
             await ws.until(lambda _f: len(ws.events(sid)) >= 5)
             append(path, user_line(sid, "live line"))
             await ws.until(lambda _f: any("live line" in str(f) for f in ws.events(sid)))
-            await ws.send({"type": "new_conversation", "requestId": "n", "host": "testhost",
-                           "cwd": str(tmp_path)})
+            await ws.send(
+                {
+                    "type": "new_conversation",
+                    "requestId": "n",
+                    "host": "testhost",
+                    "cwd": str(tmp_path),
+                }
+            )
             ack = await ws.expect("new_conversation_ack")
             assert ack["ok"] is True, ack
         async with WsClient(gateway.ws, token="full-token") as v1:
@@ -123,8 +143,12 @@ def test_gateway_protocol_tests_pass_under_the_acl_users() -> None:
     files = ["tests/gateway/test_ws_basic.py", "tests/gateway/test_replay_resume.py"]
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
-        cwd=root, env={**os.environ, ACL_ENV: "1"}, capture_output=True, text=True,
-        timeout=300, check=False,
+        cwd=root,
+        env={**os.environ, ACL_ENV: "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     tail = proc.stdout[-3000:] + proc.stderr[-1000:]
     assert proc.returncode == 0, tail

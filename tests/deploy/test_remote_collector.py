@@ -15,12 +15,13 @@ import pytest
 import redis
 import yaml
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import append, poll, transcript, user_line
+from tests.support.collector_records import append, transcript, user_line
 from tests.support.deploy_files import DEPLOY, interpolate
 from tests.support.servers import free_port
+from tests.support.wait import poll
 
 PASSWORD = "0123456789abcdef"
 
@@ -40,7 +41,9 @@ def _make_certificates(directory: Path) -> None:
     script = _readme_block("cd deploy/tls")
     script = script.replace("cd deploy/tls", "set -e", 1)
     script = re.sub(r"^name=\S+.*$", "name=localhost", script, count=1, flags=re.M)
-    subprocess.run(["bash", "-c", script], cwd=directory, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        ["bash", "-c", script], cwd=directory, check=True, capture_output=True, timeout=120
+    )
 
 
 def _server_args(tls_dir: Path, data_dir: Path, tls_port: int) -> list[str]:

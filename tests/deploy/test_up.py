@@ -12,13 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.lan import lan_address
+from relaybus.lan import lan_address
 from tests.conftest import BINARIES, DEFAULT_KIND
-from tests.support.collector_records import append, poll, transcript, user_line
-from tests.support.commands_env import wait_for
+from tests.support.collector_records import append, transcript, user_line
 from tests.support.deploy_up import UpProc, child_pids, gone
 from tests.support.gateway_client import Frame, WsClient
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import poll, wait_for
 
 
 @pytest.fixture
@@ -192,13 +192,19 @@ def test_up_wrong_redis_password_is_one_line(
     admin = srv.client()
     admin.config_set("requirepass", "right-pw")
     admin.close()
-    up = UpProc(tmp_path, claude_dir,
-                env={"RELAYBUS_REDIS_URL": f"redis://:wrong-pw@127.0.0.1:{srv.port}/0"})
+    up = UpProc(
+        tmp_path,
+        claude_dir,
+        env={"RELAYBUS_REDIS_URL": f"redis://:wrong-pw@127.0.0.1:{srv.port}/0"},
+    )
     try:
         line = _failed_start(up)
     finally:
         up.kill()
-    assert line == f"relaybus up: Redis at 127.0.0.1:{srv.port} refused the password (or user) in RELAYBUS_REDIS_URL"
+    assert (
+        line
+        == f"relaybus up: Redis at 127.0.0.1:{srv.port} refused the password (or user) in RELAYBUS_REDIS_URL"
+    )
     assert not (up.state_dir / "token").exists()
 
 
@@ -208,13 +214,23 @@ async def test_up_prints_the_phone_url_only_once_redis_answers(
     """An unreachable Redis is retried: `up` says it is waiting, and prints the banner with
     the phone URL only after the server starts answering."""
     port = free_port()
-    up = UpProc(tmp_path, claude_dir, env={
-        "RELAYBUS_REDIS_URL": f"redis://127.0.0.1:{port}/0", "RELAYBUS_TOKENS": "t0k",
-    })
+    up = UpProc(
+        tmp_path,
+        claude_dir,
+        env={
+            "RELAYBUS_REDIS_URL": f"redis://127.0.0.1:{port}/0",
+            "RELAYBUS_TOKENS": "t0k",
+        },
+    )
     srv = RedisServer(DEFAULT_KIND, BINARIES[DEFAULT_KIND], tmp_path / "late", port=port)
     try:
         up.start()
-        poll(lambda: "Waiting for Redis" in up.out.read_text() or (up.proc and up.proc.poll() is not None))
+        poll(
+            lambda: (
+                "Waiting for Redis" in up.out.read_text()
+                or (up.proc and up.proc.poll() is not None)
+            )
+        )
         text = up.out.read_text()
         assert f"Waiting for Redis at 127.0.0.1:{port}" in text, up.log()
         assert "Open on your phone" not in text
@@ -245,7 +261,9 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
-async def test_up_serves_collector_metrics_on_loopback_only(tmp_path: Path, claude_dir: Path) -> None:
+async def test_up_serves_collector_metrics_on_loopback_only(
+    tmp_path: Path, claude_dir: Path
+) -> None:
     """Under `relaybus up` the collector's /metrics listens on 127.0.0.1, not on every interface."""
     proc = UpProc(tmp_path, claude_dir)
     metrics_port = free_port()

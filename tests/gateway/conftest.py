@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway

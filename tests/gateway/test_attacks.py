@@ -11,8 +11,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
@@ -72,8 +72,9 @@ async def test_replay_flood_from_a_deaf_client_is_cut_off(
         watcher = DeafClient(gw.port, token="ro-token")
         watcher.send({"type": "hello", "capabilities": FULL})
         for i in range(40):
-            watcher.send({"type": "watch_session", "sessionId": "big", "sinceSeqId": 0,
-                          "requestId": f"w{i}"})
+            watcher.send(
+                {"type": "watch_session", "sessionId": "big", "sinceSeqId": 0, "requestId": f"w{i}"}
+            )
         resumers = []
         for _ in range(10):
             c = DeafClient(gw.port, token="ro-token")
@@ -122,9 +123,7 @@ def flood_pings(client: DeafClient, duration_s: float) -> int:
     return sent
 
 
-async def test_ping_flood_without_a_token_is_dropped(
-    server: RedisServer, namespace: str
-) -> None:
+async def test_ping_flood_without_a_token_is_dropped(server: RedisServer, namespace: str) -> None:
     """A client without a token that floods pings and never reads is dropped once its unread
     pongs pass the write-buffer cap, long before the auth timeout, and RSS stays flat."""
     with GatewayProc(redis_url=server.url, namespace=namespace) as gw:
@@ -264,8 +263,13 @@ async def test_reply_flood_from_a_deaf_client_is_cut_off(
     pub = Publisher(rclient, keys)
     for i in range(200):
         await pub.start_session(f"s{i:03d}", title="t" * 200)
-    settings = make_settings(server.url, namespace, send_buffer_bytes=256 * 1024,
-                             write_timeout_s=60, rate_limit_per_s=1000)
+    settings = make_settings(
+        server.url,
+        namespace,
+        send_buffer_bytes=256 * 1024,
+        write_timeout_s=60,
+        rate_limit_per_s=1000,
+    )
     async with running_gateway(settings, close_timeout_s=1.0) as gw:
         client = await asyncio.to_thread(DeafClient, gw.port, token="ro-token")
         try:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from gateway.auth import AuthConfigError, TokenTable
-from gateway.main import run
-from shared.settings import Settings
+from relaybus.gateway.auth import AuthConfigError, TokenTable
+from relaybus.gateway.main import run
+from relaybus.shared.settings import Settings
 from tests.conftest import make_settings
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
@@ -75,8 +75,9 @@ async def test_read_only_token_cannot_command(gw: RunningGateway, pub: Publisher
         assert (await full.expect("sessions"))["type"] == "sessions"
 
 
-def test_refuses_to_start_without_tokens(server: RedisServer, namespace: str,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_refuses_to_start_without_tokens(
+    server: RedisServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """No tokens and no allow_anonymous: the gateway refuses to start with a clear message."""
     settings = make_settings(server.url, namespace, tokens="")
     with pytest.raises(AuthConfigError):
@@ -102,11 +103,27 @@ BAD_INPUTS: list[tuple[object, str, Callable[[dict[str, object]], bool]]] = [
     ({"requestId": "r1"}, "invalid_field", lambda e: e["requestId"] == "r1"),
     ({"type": 7}, "invalid_field", lambda e: True),
     ({"type": "teleport", "requestId": "r2"}, "unknown_type", lambda e: e["requestId"] == "r2"),
-    ({"type": "watch_session", "requestId": "r3"}, "invalid_field", lambda e: "sessionId" in str(e["message"])),
+    (
+        {"type": "watch_session", "requestId": "r3"},
+        "invalid_field",
+        lambda e: "sessionId" in str(e["message"]),
+    ),
     ({"type": "watch_session", "sessionId": 5}, "invalid_field", lambda e: True),
-    ({"type": "watch_session", "sessionId": "s", "sinceSeqId": "9"}, "invalid_field", lambda e: True),
-    ({"type": "watch_session", "sessionId": "s", "sinceSeqId": -1}, "invalid_field", lambda e: True),
-    ({"type": "watch_session", "sessionId": "nope", "requestId": "r4"}, "unknown_session", lambda e: e["requestId"] == "r4"),
+    (
+        {"type": "watch_session", "sessionId": "s", "sinceSeqId": "9"},
+        "invalid_field",
+        lambda e: True,
+    ),
+    (
+        {"type": "watch_session", "sessionId": "s", "sinceSeqId": -1},
+        "invalid_field",
+        lambda e: True,
+    ),
+    (
+        {"type": "watch_session", "sessionId": "nope", "requestId": "r4"},
+        "unknown_session",
+        lambda e: e["requestId"] == "r4",
+    ),
     ({"type": "hello", "capabilities": []}, "bad_state", lambda e: True),
     ({"type": "list_sessions", "pad": "x" * 70_000}, "frame_too_large", lambda e: True),
 ]
@@ -114,7 +131,10 @@ BAD_INPUTS: list[tuple[object, str, Callable[[dict[str, object]], bool]]] = [
 
 @pytest.mark.parametrize(("frame", "code", "check"), BAD_INPUTS)
 async def test_bad_input_gets_error_and_stays_open(
-    gw: RunningGateway, pub: Publisher, frame: object, code: str,
+    gw: RunningGateway,
+    pub: Publisher,
+    frame: object,
+    code: str,
     check: Callable[[dict[str, object]], bool],
 ) -> None:
     """Each bad input class gets error{code} (with requestId when readable); the socket stays open."""
@@ -141,8 +161,10 @@ async def test_unknown_future_fields_are_ignored(gw: RunningGateway, pub: Publis
 
 async def test_flooding_closes_4029(settings: Settings) -> None:
     """More frames per second than the documented rate limit close the connection with 4029."""
-    async with running_gateway(settings.model_copy(update={"rate_limit_per_s": 5})) as g, \
-            WsClient(g.ws, token="full-token") as c:
+    async with (
+        running_gateway(settings.model_copy(update={"rate_limit_per_s": 5})) as g,
+        WsClient(g.ws, token="full-token") as c,
+    ):
         await c.hello()
         try:
             for _ in range(50):

@@ -49,9 +49,11 @@ async def test_resume_on_other_gateway_after_sigkill(
     """Collector -> Redis -> gateway A (SIGKILLed) -> resume on gateway B: every line once, in order."""
     path = transcript(claude_dir, SID)
     append(path, user_line(SID, "u0") + assistant_line(SID, "a0"))
-    with CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir), \
-            GatewayProc(redis_url=server.url, namespace=namespace) as gw_a, \
-            GatewayProc(redis_url=server.url, namespace=namespace) as gw_b:
+    with (
+        CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir),
+        GatewayProc(redis_url=server.url, namespace=namespace) as gw_a,
+        GatewayProc(redis_url=server.url, namespace=namespace) as gw_b,
+    ):
         async with WsClient(gw_a.ws, token="full-token") as c1:
             welcome = await c1.hello(FULL)
             info = await wait_session(c1, SID)
@@ -107,9 +109,11 @@ async def test_v1_client_resumes_with_url_last_seq_id_across_gateways(
     with ?lastSeqId= and gets every line written meanwhile once, in order, none before."""
     path = transcript(claude_dir, SID)
     append(path, user_line(SID, "u0") + assistant_line(SID, "a0"))
-    with CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir), \
-            GatewayProc(redis_url=server.url, namespace=namespace) as gw_a, \
-            GatewayProc(redis_url=server.url, namespace=namespace) as gw_b:
+    with (
+        CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude_dir),
+        GatewayProc(redis_url=server.url, namespace=namespace) as gw_a,
+        GatewayProc(redis_url=server.url, namespace=namespace) as gw_b,
+    ):
         async with WsClient(gw_a.ws, token="full-token") as c1:
             await wait_session(c1, SID)  # list_sessions: resolved as v1 at once
             append(path, user_line(SID, "u1"))

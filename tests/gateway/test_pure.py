@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
-from gateway.events import Event, from_entry, ws_text_frame
-from gateway.protocol import (
+from relaybus.gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
+from relaybus.gateway.events import Event, from_entry, ws_text_frame
+from relaybus.gateway.protocol import (
     ErrorCode,
     Hello,
     ProtocolError,
@@ -15,7 +15,7 @@ from gateway.protocol import (
     accepted_capabilities,
     parse_client_frame,
 )
-from gateway.replay import Gap, leading_gap, merge, with_held_gaps
+from relaybus.gateway.replay import Gap, leading_gap, merge, with_held_gaps
 from tests.conftest import make_settings
 from tests.support.gateway_publish import event_prefix
 
@@ -59,12 +59,14 @@ def test_merge_reports_a_hole_above_the_floor() -> None:
 def test_held_reader_gaps_follow_the_replay() -> None:
     """A reader gap announced during a resume: dropped where the replay read the log
     itself, clipped above it, placed before the first later event, never reported twice."""
+
     def shape(items: list[Event | Gap]) -> list[int | Gap]:
         return [i if isinstance(i, Gap) else i.seq for i in items]
 
     m = merge([], [ev(12), ev(20)], floor=10, holes=False)
-    items = with_held_gaps(m, [Gap(3, 8, "trimmed"), Gap(9, 11, "trimmed"),
-                               Gap(13, 19, "trimmed")], covered=10)
+    items = with_held_gaps(
+        m, [Gap(3, 8, "trimmed"), Gap(9, 11, "trimmed"), Gap(13, 19, "trimmed")], covered=10
+    )
     assert shape(items) == [Gap(11, 11, "trimmed"), 12, Gap(13, 19, "trimmed"), 20]
     tail = with_held_gaps(merge([], [ev(12)], floor=11), [Gap(13, 15, "trimmed")], covered=11)
     assert shape(tail) == [12, Gap(13, 15, "trimmed")]
@@ -98,7 +100,10 @@ def test_parse_valid_frames() -> None:
         ('{"type":"hello","capabilities":"all"}', ErrorCode.INVALID_FIELD),
         ('{"type":"watch_session","sessionId":""}', ErrorCode.INVALID_FIELD),
         ('{"type":"watch_session","sessionId":"abc:events"}', ErrorCode.INVALID_FIELD),
-        ('{"type":"prompt","sessionId":"--dangerously-skip-permissions","message":"x"}', ErrorCode.INVALID_FIELD),
+        (
+            '{"type":"prompt","sessionId":"--dangerously-skip-permissions","message":"x"}',
+            ErrorCode.INVALID_FIELD,
+        ),
         ('{"type":"new_conversation","sessionId":"a/../b"}', ErrorCode.INVALID_FIELD),
         ('{"type":"new_conversation","host":"h:x"}', ErrorCode.INVALID_FIELD),
         ('{"type":"accept_diff","requestKey":"k:1"}', ErrorCode.INVALID_FIELD),
@@ -116,15 +121,23 @@ def test_parse_rejects(raw: str, code: ErrorCode) -> None:
 def test_accepted_capabilities_only_known() -> None:
     """Unknown capabilities are dropped; order is the server's."""
     assert accepted_capabilities(["blocks_only", "x", "session_subscriptions"]) == [
-        "session_subscriptions", "blocks_only"]
+        "session_subscriptions",
+        "blocks_only",
+    ]
 
 
 def test_token_table() -> None:
     """'secret' is full access, 'secret:read' read-only; wrong tokens are refused."""
     t = TokenTable.from_settings(make_settings("redis://x", "n", tokens="a, b:read ,"))
     assert (t.check("a"), t.check("b"), t.check("b:read"), t.check(None)) == (
-        Access.FULL, Access.READ, None, None)
-    anon = TokenTable.from_settings(make_settings("redis://x", "n", tokens="", allow_anonymous=True))
+        Access.FULL,
+        Access.READ,
+        None,
+        None,
+    )
+    anon = TokenTable.from_settings(
+        make_settings("redis://x", "n", tokens="", allow_anonymous=True)
+    )
     assert anon.check(None) is Access.FULL and anon.check("zz") is None
     with pytest.raises(AuthConfigError):
         TokenTable.from_settings(make_settings("redis://x", "n", tokens=" , "))
@@ -139,8 +152,15 @@ def test_token_sources() -> None:
 
 def test_event_variants() -> None:
     """An entry is decoded once; blocks_only drops event.data but keeps ids and blocks."""
-    e = from_entry(b"7-0", {b"s": b"s", b"k": b"session_event", b"t": b"5",
-                            b"f": event_prefix("s", "hi", 10) + b',"seqId":7,"sessionSeq":3}'})
+    e = from_entry(
+        b"7-0",
+        {
+            b"s": b"s",
+            b"k": b"session_event",
+            b"t": b"5",
+            b"f": event_prefix("s", "hi", 10) + b',"seqId":7,"sessionSeq":3}',
+        },
+    )
     assert (e.seq, e.sid, e.stamp_ms, e.session_seq) == (7, "s", 5, 3)
     assert e.text is e.text
     slim = orjson.loads(e.blocks_only_text)

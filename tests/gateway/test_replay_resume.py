@@ -6,8 +6,8 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
@@ -116,8 +116,13 @@ async def test_gap_on_trimmed_log(gw: RunningGateway, rclient: aioredis.Redis, k
         await c.hello([], lastSeqId=5)
         await c.until(lambda _: len(c.events()) == 501 - oldest + 1)
     gap = c.received[1]
-    assert gap == {"type": "gap_detected", "fromSeqId": 6, "toSeqId": oldest - 1,
-                   "reason": "trimmed", "seqId": 5}
+    assert gap == {
+        "type": "gap_detected",
+        "fromSeqId": 6,
+        "toSeqId": oldest - 1,
+        "reason": "trimmed",
+        "seqId": 5,
+    }
     assert [f["type"] for f in c.received[:2]] == ["welcome", "gap_detected"]
     assert [e["seqId"] for e in c.events()] == list(range(oldest, 502))
     assert gw.metric("relaybus_gateway_gaps_total", {"reason": "trimmed"}) == 1
@@ -149,8 +154,14 @@ async def test_gap_on_trimmed_session_stream(
         await c.send({"type": "watch_session", "sessionId": "s1", "sinceSeqId": 3})
         await c.until(lambda _: len(c.events()) == 201 - first + 1)
     assert [f["type"] for f in c.received[1:3]] == ["watch_ack", "gap_detected"]
-    assert c.received[2] == {"type": "gap_detected", "sessionId": "s1", "fromSeqId": 4,
-                             "toSeqId": first - 1, "reason": "trimmed", "seqId": 3}
+    assert c.received[2] == {
+        "type": "gap_detected",
+        "sessionId": "s1",
+        "fromSeqId": 4,
+        "toSeqId": first - 1,
+        "reason": "trimmed",
+        "seqId": 3,
+    }
     assert [e["seqId"] for e in c.events()] == list(range(first, 202))
 
 
@@ -171,8 +182,10 @@ async def test_no_gap_when_since_is_retained(gw: RunningGateway, pub: Publisher)
 async def test_late_hello_after_v1_start(settings: Settings, pub: Publisher) -> None:
     """A hello after the v1 grace period switches modes without duplicating delivered events."""
     await pub.start_session("s1")
-    async with running_gateway(settings, hello_grace_s=0.05) as g, \
-            WsClient(g.ws, token="full-token") as c:
+    async with (
+        running_gateway(settings, hello_grace_s=0.05) as g,
+        WsClient(g.ws, token="full-token") as c,
+    ):
         await pub.events("s1", ["v1-live"])
         await c.until(lambda _: len(c.events()) == 1)
         await c.hello([], lastSeqId=0)

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from shared.keys import Keys
-from shared.settings import Settings
-from tests.support.commands_env import wait_for
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
+from tests.support.wait import wait_for
 
 
 def texts(frames: list[dict[str, object]]) -> list[str]:
     return [f["event"]["blocks"][0]["text"] for f in frames]  # type: ignore[index]
 
 
-async def test_v1_client_resumes_with_last_seq_id_in_url(gw: RunningGateway, pub: Publisher) -> None:
+async def test_v1_client_resumes_with_last_seq_id_in_url(
+    gw: RunningGateway, pub: Publisher
+) -> None:
     """A client that sends no hello but connects with ?lastSeqId= gets every event after it."""
     await pub.start_session("s1")
     seen = await pub.events("s1", ["a", "b"])
@@ -35,7 +37,9 @@ async def test_v1_client_resumes_with_last_seq_id_in_url(gw: RunningGateway, pub
     assert seqs == sorted(seqs) and seqs[0] == seen.last_seq + 1
 
 
-async def test_v1_url_resume_with_stale_epoch_reports_gap(gw: RunningGateway, pub: Publisher) -> None:
+async def test_v1_url_resume_with_stale_epoch_reports_gap(
+    gw: RunningGateway, pub: Publisher
+) -> None:
     """?epoch= that is not the current one: gap_detected{epoch} with a seqId, then the log from 1."""
     await pub.start_session("s1")
     await pub.events("s1", ["x"])
@@ -47,13 +51,17 @@ async def test_v1_url_resume_with_stale_epoch_reports_gap(gw: RunningGateway, pu
     assert [f["type"] for f in c.received[1:]] == ["session_started", "session_event"]
 
 
-async def test_v1_url_resume_first_frame_resolves_at_once(settings: Settings, pub: Publisher) -> None:
+async def test_v1_url_resume_first_frame_resolves_at_once(
+    settings: Settings, pub: Publisher
+) -> None:
     """A v1 client's first request resolves it (replay first, then the answer), no grace wait."""
     await pub.start_session("s1")
     cut = await pub.events("s1", ["old"])
     await pub.events("s1", ["new"])
-    async with running_gateway(settings, hello_grace_s=30.0) as g, \
-            WsClient(f"{g.ws}?lastSeqId={cut.last_seq}", token="full-token") as c:
+    async with (
+        running_gateway(settings, hello_grace_s=30.0) as g,
+        WsClient(f"{g.ws}?lastSeqId={cut.last_seq}", token="full-token") as c,
+    ):
         await c.send({"type": "list_sessions", "requestId": "r1"})
         await c.expect("sessions", wait_s=5)
     assert [f["type"] for f in c.received] == ["session_event", "sessions"]
@@ -99,9 +107,11 @@ async def test_reader_gap_waits_for_welcome(
     """A reader gap while a client has not sent hello yet reaches it after its welcome, through
     the merge of its buffer; clients already welcomed get it at once; every gap has a seqId."""
     await pub.start_session("s1")
-    async with running_gateway(settings, hello_grace_s=30.0) as g, \
-            WsClient(g.ws, token="full-token") as early, \
-            WsClient(g.ws, token="full-token") as waiting:
+    async with (
+        running_gateway(settings, hello_grace_s=30.0) as g,
+        WsClient(g.ws, token="full-token") as early,
+        WsClient(g.ws, token="full-token") as waiting,
+    ):
         await early.hello([])
         position = g.runtime.hub.position
         await rclient.incrby(keys.seq, 3)  # three seqs the log no longer holds (trimmed)
@@ -109,8 +119,13 @@ async def test_reader_gap_waits_for_welcome(
         await early.until(lambda _: len(early.events()) == 1)
         await waiting.hello([])
         await waiting.until(lambda _: len(waiting.events()) == 1)
-    want = {"type": "gap_detected", "fromSeqId": position + 1, "toSeqId": position + 3,
-            "reason": "trimmed", "seqId": position}
+    want = {
+        "type": "gap_detected",
+        "fromSeqId": position + 1,
+        "toSeqId": position + 3,
+        "reason": "trimmed",
+        "seqId": position,
+    }
     assert [f["type"] for f in early.received] == ["welcome", "gap_detected", "session_event"]
     assert early.received[1] == want
     assert [f["type"] for f in waiting.received] == ["welcome", "gap_detected", "session_event"]

@@ -3,8 +3,8 @@ changes announced with session_updated."""
 
 from __future__ import annotations
 
-from shared import frames
-from shared.appendlog import AppendBatch, OutEvent
+from relaybus.shared.store.appendlog import AppendBatch, OutEvent
+from relaybus.shared.wire import frames
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher, now_ms
 from tests.support.gateway_server import RunningGateway
@@ -45,16 +45,22 @@ async def test_session_updated_reaches_every_client_with_a_seq_id(
     await pub.start_session("s1")
     info = {"id": "s1", "cwd": "/work/proj", "title": "Named", "live": True}
     prefix = frames.session_updated("s1", info)
-    async with WsClient(gw.ws, token="full-token") as sub, \
-            WsClient(gw.ws, token="full-token") as v1:
+    async with (
+        WsClient(gw.ws, token="full-token") as sub,
+        WsClient(gw.ws, token="full-token") as v1,
+    ):
         await sub.hello(["session_subscriptions"])
         await v1.send({"type": "list_sessions"})
         await v1.expect("sessions")
         done = await pub._append(AppendBatch("s1", [OutEvent(frames.SESSION_UPDATED, prefix)]))
         got = [await sub.expect("session_updated"), await v1.expect("session_updated")]
     for frame in got:
-        assert frame == {"type": "session_updated", "sessionId": "s1", "session": info,
-                         "seqId": done.last_seq}
+        assert frame == {
+            "type": "session_updated",
+            "sessionId": "s1",
+            "session": info,
+            "seqId": done.last_seq,
+        }
 
 
 async def test_goal_status_only_sessions_are_not_listed(gw: RunningGateway, pub: Publisher) -> None:

@@ -11,7 +11,7 @@ from tests.support.servers import RedisServer
 
 
 def test_port_taken_exits_1_with_clear_message(server: RedisServer, namespace: str) -> None:
-    """With its port already taken, `python -m gateway` exits 1 with one line naming the
+    """With its port already taken, `python -m relaybus.gateway` exits 1 with one line naming the
     address and the variable."""
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -26,7 +26,7 @@ def test_port_taken_exits_1_with_clear_message(server: RedisServer, namespace: s
             RELAYBUS_GATEWAY_PORT=str(port),
         )
         out = subprocess.run(
-            [sys.executable, "-m", "gateway"],
+            [sys.executable, "-m", "relaybus.gateway"],
             env=env,
             capture_output=True,
             text=True,

@@ -63,25 +63,42 @@ async def test_anonymous_next_to_tokens_is_read_only(server: RedisServer, namesp
     async with running_gateway(settings) as g:
         async with WsClient(g.ws) as anon:
             await anon.hello(FULL)
-            await anon.send({"type": "new_conversation", "requestId": "n", "host": "testhost",
-                             "cwd": "/tmp", "text": "hi"})
+            await anon.send(
+                {
+                    "type": "new_conversation",
+                    "requestId": "n",
+                    "host": "testhost",
+                    "cwd": "/tmp",
+                    "text": "hi",
+                }
+            )
             err = await anon.expect("error")
             assert err["code"] == "forbidden"
         async with WsClient(g.ws) as upgraded:
             await upgraded.hello(FULL, token="full-token")
-            await upgraded.send({"type": "new_conversation", "requestId": "n", "cwd": "/tmp",
-                                 "host": "nohost", "text": "hi"})
+            await upgraded.send(
+                {
+                    "type": "new_conversation",
+                    "requestId": "n",
+                    "cwd": "/tmp",
+                    "host": "nohost",
+                    "text": "hi",
+                }
+            )
             reply = await upgraded.recv()
             assert reply.get("code") != "forbidden"
 
 
-async def test_tokens_never_reach_the_log(server: RedisServer, namespace: str, tmp_path: Path) -> None:
+async def test_tokens_never_reach_the_log(
+    server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
     """At DEBUG, tokens offered by header, query and hello frame are redacted from the log."""
     secret = "s3cr3t-token-value"
     log_path = tmp_path / "gw.log"
     env = {"RELAYBUS_LOG_LEVEL": "DEBUG"}
-    with GatewayProc(redis_url=server.url, namespace=namespace, tokens=secret, env=env,
-                     log_path=log_path) as g:
+    with GatewayProc(
+        redis_url=server.url, namespace=namespace, tokens=secret, env=env, log_path=log_path
+    ) as g:
         async with WsClient(g.ws, token=secret) as c:
             await c.hello()
         async with WsClient(g.ws, token=secret, query_token=True) as c:

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from gateway.wsio import BurstSink
+from relaybus.gateway.wsio import BurstSink
 from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
@@ -14,9 +14,7 @@ from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
 
 
-async def test_hello_welcome_accepts_known_capabilities(
-    gw: RunningGateway, pub: Publisher
-) -> None:
+async def test_hello_welcome_accepts_known_capabilities(gw: RunningGateway, pub: Publisher) -> None:
     """welcome lists only the capabilities the server knows, plus epoch, gatewayId, version, and
     the head seq as seqId."""
     done = await pub.start_session("s1")
@@ -44,8 +42,16 @@ async def test_list_sessions_sorted_by_activity(gw: RunningGateway, pub: Publish
     assert [x["id"] for x in s["sessions"]] == ["new", "old"]
     new = s["sessions"][0]
     assert new == {
-        "id": "new", "cwd": "/b", "startedAt": 2000, "entrypoint": "cli", "title": "Fix it",
-        "host": "testhost", "lastSeqId": 2, "lastActivity": 2000, "state": "idle", "since": 2000,
+        "id": "new",
+        "cwd": "/b",
+        "startedAt": 2000,
+        "entrypoint": "cli",
+        "title": "Fix it",
+        "host": "testhost",
+        "lastSeqId": 2,
+        "lastActivity": 2000,
+        "state": "idle",
+        "since": 2000,
         "live": True,
     }
     assert s["seqId"] >= 0
@@ -59,8 +65,14 @@ async def test_watch_replays_history_then_live(gw: RunningGateway, pub: Publishe
         await c.hello(["session_subscriptions"])
         await c.send({"type": "watch_session", "sessionId": "s1", "requestId": "w", "traceId": "t"})
         ack = await c.expect("watch_ack")
-        assert ack == {"type": "watch_ack", "sessionId": "s1", "watching": True,
-                       "seqId": ack["seqId"], "traceId": "t", "requestId": "w"}
+        assert ack == {
+            "type": "watch_ack",
+            "sessionId": "s1",
+            "watching": True,
+            "seqId": ack["seqId"],
+            "traceId": "t",
+            "requestId": "w",
+        }
         await c.until(lambda _: len(c.events("s1")) == 5)
         (conn,) = gw.runtime.hub.connections
         assert isinstance(conn.sink, BurstSink)  # replays are written in one burst
@@ -79,14 +91,19 @@ async def test_replay_depth_limits_history(
     """Without sinceSeqId only the last RELAYBUS_REPLAY_DEPTH events are replayed."""
     await pub.start_session("s1")
     await pub.events("s1", [str(i) for i in range(30)])
-    async with running_gateway(make_settings(server.url, namespace, replay_depth=10)) as g, \
-            WsClient(g.ws, token="full-token") as c:
+    async with (
+        running_gateway(make_settings(server.url, namespace, replay_depth=10)) as g,
+        WsClient(g.ws, token="full-token") as c,
+    ):
         await c.hello(["session_subscriptions"])
         await c.send({"type": "watch_session", "sessionId": "s1"})
         await c.until(lambda _: len(c.events()) == 10)
         await pub.events("s1", ["after"])
         await c.until(lambda _: len(c.events()) == 11)
-    assert [e["event"]["blocks"][0]["text"] for e in c.events()] == [*map(str, range(20, 30)), "after"]
+    assert [e["event"]["blocks"][0]["text"] for e in c.events()] == [
+        *map(str, range(20, 30)),
+        "after",
+    ]
 
 
 async def test_watch_since_replays_exactly_after(gw: RunningGateway, pub: Publisher) -> None:
@@ -141,8 +158,10 @@ async def test_turn_status_only_for_observers(gw: RunningGateway, pub: Publisher
     """turn_status goes to turn_status_observe clients only; watch ends with the current state."""
     await pub.start_session("s1")
     await pub.turn("s1", "working", since=123)
-    async with WsClient(gw.ws, token="full-token") as obs, \
-            WsClient(gw.ws, token="full-token") as plain:
+    async with (
+        WsClient(gw.ws, token="full-token") as obs,
+        WsClient(gw.ws, token="full-token") as plain,
+    ):
         await obs.hello(["session_subscriptions", "turn_status_observe"])
         await plain.hello(["session_subscriptions"])
         for c in (obs, plain):

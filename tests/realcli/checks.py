@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from shared.projection import project_line
+from relaybus.shared.transcript.projection import project_line
 
 Report = dict[str, Any]
 Frame = dict[str, Any]
@@ -57,7 +57,9 @@ def assert_every_line_once(report: Report, sid: str, client: str = "watcher") ->
     assert want, f"no published lines for {sid}"
     missing = [k for k, n in want.items() if got[k] < n]
     twice = {k: n for k, n in got.items() if n > max(1, want[k])}
-    assert not missing, f"{len(missing)} of {len(want)} lines never reached the client: {missing[:5]}"
+    assert not missing, (
+        f"{len(missing)} of {len(want)} lines never reached the client: {missing[:5]}"
+    )
     assert not twice, f"lines delivered more than once: {twice}"
 
 
@@ -75,26 +77,41 @@ def of_type(frames: list[Frame], type_: str, sid: str | None = None) -> list[Fra
     return [f for f in frames if f["type"] == type_ and (sid is None or f.get("sessionId") == sid)]
 
 
-def assert_not_live_after(report: Report, sid: str, exited_at: float, *,
-                          until: float = float("inf"), client: str = "observer") -> None:
+def assert_not_live_after(
+    report: Report,
+    sid: str,
+    exited_at: float,
+    *,
+    until: float = float("inf"),
+    client: str = "observer",
+) -> None:
     """``session_ended`` reached the client within 2 s of the process's exit, nothing started
     it again before ``until`` (the next run), and the listing taken 2 s after the exit says
     ``live: false``."""
     frames = report["clients"][client]
     ended = [f for f in of_type(frames, "session_ended", sid) if f["_at"] >= exited_at - 1]
     assert ended, f"no session_ended for {sid} after its process exited"
-    assert ended[0]["_at"] - exited_at < 2.0, f"session_ended {ended[0]['_at'] - exited_at:.2f}s after exit"
-    restarted = [f for f in of_type(frames, "session_started", sid) if ended[0]["_at"] < f["_at"] < until]
+    assert ended[0]["_at"] - exited_at < 2.0, (
+        f"session_ended {ended[0]['_at'] - exited_at:.2f}s after exit"
+    )
+    restarted = [
+        f for f in of_type(frames, "session_started", sid) if ended[0]["_at"] < f["_at"] < until
+    ]
     assert not restarted, "session_started again after its process had exited"
-    listing = [x for x in report["notes"].get("listings", [])
-               if x["sid"] == sid and x["exited"] == exited_at]
+    listing = [
+        x
+        for x in report["notes"].get("listings", [])
+        if x["sid"] == sid and x["exited"] == exited_at
+    ]
     assert listing, "the scenario took no listing after the exit"
     info = next(s for s in listing[0]["sessions"] if s["id"] == sid)
     assert info["live"] is False, f"session still live 2 s after exit: {info}"
 
 
 def tool_results(frames: list[Frame], sid: str) -> list[dict[str, Any]]:
-    return [b for f in events(frames, sid) for b in f["event"]["blocks"] if b["kind"] == "tool_result"]
+    return [
+        b for f in events(frames, sid) for b in f["event"]["blocks"] if b["kind"] == "tool_result"
+    ]
 
 
 def tools(frames: list[Frame], sid: str) -> list[dict[str, Any]]:
@@ -102,5 +119,6 @@ def tools(frames: list[Frame], sid: str) -> list[dict[str, Any]]:
 
 
 def texts(frames: list[Frame], sid: str) -> list[str]:
-    return [b["text"] for f in events(frames, sid) for b in f["event"]["blocks"]
-            if b["kind"] == "text"]
+    return [
+        b["text"] for f in events(frames, sid) for b in f["event"]["blocks"] if b["kind"] == "text"
+    ]

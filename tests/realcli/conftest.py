@@ -13,7 +13,9 @@ from tests.support.netns import unavailable
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "realcli: runs the real Claude Code CLI in a network namespace")
+    config.addinivalue_line(
+        "markers", "realcli: runs the real Claude Code CLI in a network namespace"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -40,8 +40,11 @@ class Recorder:
             frame: Frame = json.loads(raw)
             frame["_at"] = time.time()
             self.frames.append(frame)
-            if self.auto_watch and frame["type"] == "session_started" \
-                    and frame["sessionId"] not in self.watched:
+            if (
+                self.auto_watch
+                and frame["type"] == "session_started"
+                and frame["sessionId"] not in self.watched
+            ):
                 await self.watch(frame["sessionId"])
 
     async def watch(self, sid: str) -> None:
@@ -53,8 +56,9 @@ class Recorder:
     async def send(self, frame: Frame) -> None:
         await self.ws.send(frame)
 
-    async def until(self, pred: Callable[[list[Frame]], Any], timeout_s: float = 30.0,
-                    what: str = "frames") -> Any:
+    async def until(
+        self, pred: Callable[[list[Frame]], Any], timeout_s: float = 30.0, what: str = "frames"
+    ) -> Any:
         """Poll until ``pred(frames)`` is truthy; its value."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -71,9 +75,17 @@ class Recorder:
     async def reply(self, request_id: str, timeout_s: float = 30.0) -> Frame:
         """The direct reply (any type) carrying ``requestId``."""
         found: Frame = await self.until(
-            lambda fs: next((f for f in fs if f.get("requestId") == request_id
-                             and f["type"] not in ("watch_ack",)), None),
-            timeout_s, f"reply to {request_id}")
+            lambda fs: next(
+                (
+                    f
+                    for f in fs
+                    if f.get("requestId") == request_id and f["type"] not in ("watch_ack",)
+                ),
+                None,
+            ),
+            timeout_s,
+            f"reply to {request_id}",
+        )
         return found
 
     async def stop(self) -> None:
@@ -113,8 +125,10 @@ class LivePoller:
         for path in (self.claude_dir / "sessions").glob("*.json"):
             with contextlib.suppress(OSError, ValueError):
                 doc = json.loads(path.read_text())
-                live[path.name] = {k: doc.get(k) for k in ("status", "waitingFor", "sessionId",
-                                                           "entrypoint", "kind", "tmux")}
+                live[path.name] = {
+                    k: doc.get(k)
+                    for k in ("status", "waitingFor", "sessionId", "entrypoint", "kind", "tmux")
+                }
         lines = {}
         for path in (self.claude_dir / "projects").rglob("*.jsonl"):
             with contextlib.suppress(OSError):

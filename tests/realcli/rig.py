@@ -62,8 +62,14 @@ class CliRun:
         return self
 
     def report(self) -> dict[str, Any]:
-        return {"argv": self.argv[1:], "started": self.started, "ended": self.ended,
-                "rc": self.rc, "stdout": self.stdout[-2000:], "stderr": self.stderr[-2000:]}
+        return {
+            "argv": self.argv[1:],
+            "started": self.started,
+            "ended": self.ended,
+            "rc": self.rc,
+            "stdout": self.stdout[-2000:],
+            "stderr": self.stderr[-2000:],
+        }
 
 
 @dataclass
@@ -94,8 +100,11 @@ class Rig:
         assert_isolated()
         argv = [self.claude, "-p", *args]
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd or self.workdir, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *argv,
+            cwd=cwd or self.workdir,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         run = CliRun(argv, time.time(), proc)
         self.runs.append(run)
@@ -131,8 +140,9 @@ class Rig:
         self.recorders[name] = rec
         return rec
 
-    async def listing_after(self, rec: Recorder, sid: str, exited_at: float,
-                            delay_s: float = 2.0) -> None:
+    async def listing_after(
+        self, rec: Recorder, sid: str, exited_at: float, delay_s: float = 2.0
+    ) -> None:
         """``list_sessions`` ``delay_s`` after the process exited; kept for
         :func:`tests.realcli.checks.assert_not_live_after`."""
         await asyncio.sleep(max(0.0, exited_at + delay_s - time.time()))
@@ -153,8 +163,10 @@ class Rig:
     def transcripts(self) -> dict[str, list[str]]:
         """Every JSONL file under ``projects/`` (path relative to it) → its lines."""
         root = self.claude_dir / "projects"
-        return {str(p.relative_to(root)): p.read_text(errors="replace").splitlines()
-                for p in sorted(root.rglob("*.jsonl"))}
+        return {
+            str(p.relative_to(root)): p.read_text(errors="replace").splitlines()
+            for p in sorted(root.rglob("*.jsonl"))
+        }
 
     def report(self, **extra: Any) -> dict[str, Any]:
         return {
@@ -176,11 +188,17 @@ def _seed_config(claude_dir: Path, workdir: Path, settings: dict[str, Any]) -> N
     claude_dir.mkdir(parents=True, exist_ok=True)
     (claude_dir / "sessions").mkdir(exist_ok=True)
     (claude_dir / "projects").mkdir(exist_ok=True)
-    (claude_dir / ".claude.json").write_text(json.dumps({
-        "hasCompletedOnboarding": True, "theme": "dark", "numStartups": 3,
-        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
-        "projects": {str(workdir): {"hasTrustDialogAccepted": True, "allowedTools": []}},
-    }))
+    (claude_dir / ".claude.json").write_text(
+        json.dumps(
+            {
+                "hasCompletedOnboarding": True,
+                "theme": "dark",
+                "numStartups": 3,
+                "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+                "projects": {str(workdir): {"hasTrustDialogAccepted": True, "allowedTools": []}},
+            }
+        )
+    )
     (claude_dir / "settings.json").write_text(json.dumps(settings))
 
 
@@ -189,12 +207,21 @@ def _isolated_env(tmp: Path, home: Path, claude_dir: Path, api_url: str) -> None
     for name in list(os.environ):
         if name.startswith(CLEARED_PREFIXES):
             del os.environ[name]
-    os.environ.update({
-        "HOME": str(home), "CLAUDE_CONFIG_DIR": str(claude_dir), "TMPDIR": str(tmp),
-        "TMUX_TMPDIR": str(tmp), "ANTHROPIC_BASE_URL": api_url, "ANTHROPIC_API_KEY": API_KEY,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1", "TERM": "xterm-256color",
-    })
+    os.environ.update(
+        {
+            "HOME": str(home),
+            "CLAUDE_CONFIG_DIR": str(claude_dir),
+            "TMPDIR": str(tmp),
+            "TMUX_TMPDIR": str(tmp),
+            "ANTHROPIC_BASE_URL": api_url,
+            "ANTHROPIC_API_KEY": API_KEY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "TERM": "xterm-256color",
+        }
+    )
 
 
 @asynccontextmanager
@@ -229,13 +256,19 @@ async def rig(
             _install_hook(r)
         if collector:
             r.collector = CollectorProc(
-                redis_url=server.url, namespace=namespace, claude_dir=claude_dir,
-                host_id="realhost", log_path=root / "collector.log",
-                env={"RELAYBUS_ALLOW_PROMPTS": "true", "RELAYBUS_CLAUDE_BIN": claude,
-                     "RELAYBUS_CLAUDE_ARGS": claude_args,
-                     "RELAYBUS_APPROVAL_PORT": str(r.approval_port),
-                     "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "60",
-                     "RELAYBUS_HEARTBEAT_TTL_S": "3"},
+                redis_url=server.url,
+                namespace=namespace,
+                claude_dir=claude_dir,
+                host_id="realhost",
+                log_path=root / "collector.log",
+                env={
+                    "RELAYBUS_ALLOW_PROMPTS": "true",
+                    "RELAYBUS_CLAUDE_BIN": claude,
+                    "RELAYBUS_CLAUDE_ARGS": claude_args,
+                    "RELAYBUS_APPROVAL_PORT": str(r.approval_port),
+                    "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "60",
+                    "RELAYBUS_HEARTBEAT_TTL_S": "3",
+                },
             )
             r.collector.start()
             stack.callback(r.collector.stop)
@@ -261,8 +294,16 @@ async def rig(
 
 def _install_hook(r: Rig) -> None:
     """``relaybus install-hook`` as a user runs it: the hook goes into the CLI's settings.json."""
-    env = {**os.environ, "RELAYBUS_CLAUDE_DIR": str(r.claude_dir),
-           "RELAYBUS_APPROVAL_PORT": str(r.approval_port),
-           "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "60"}
-    subprocess.run([sys.executable, "-m", "relaybus.cli", "install-hook"], env=env, check=True,
-                   capture_output=True, timeout=30)
+    env = {
+        **os.environ,
+        "RELAYBUS_CLAUDE_DIR": str(r.claude_dir),
+        "RELAYBUS_APPROVAL_PORT": str(r.approval_port),
+        "RELAYBUS_APPROVAL_TIMEOUT_SECONDS": "60",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "relaybus.cli", "install-hook"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )

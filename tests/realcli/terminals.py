@@ -33,14 +33,28 @@ class Tmux:
         self.pane_pid: int | None = None
 
     def run(self, *args: str) -> str:
-        out = subprocess.run(["tmux", "-L", self.name, *args], capture_output=True, text=True,
-                             timeout=10, check=True)
+        out = subprocess.run(
+            ["tmux", "-L", self.name, *args], capture_output=True, text=True, timeout=10, check=True
+        )
         return out.stdout
 
     def start(self, command: list[str], cwd: Path) -> Tmux:
         assert_isolated()
-        self.run("-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", str(COLUMNS),
-                 "-y", str(ROWS), "-c", str(cwd), " ".join(command))
+        self.run(
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "main",
+            "-x",
+            str(COLUMNS),
+            "-y",
+            str(ROWS),
+            "-c",
+            str(cwd),
+            " ".join(command),
+        )
         self.pane_pid = int(self.run("list-panes", "-t", "main", "-F", "#{pane_pid}").split()[0])
         return self
 
@@ -55,8 +69,13 @@ class Tmux:
         if enter:
             self.run("send-keys", "-t", "main", "Enter")
 
-    async def screen_until(self, pred: Callable[[str], bool], timeout_s: float = 30.0,
-                           what: str = "screen", interval_s: float = 0.1) -> str:
+    async def screen_until(
+        self,
+        pred: Callable[[str], bool],
+        timeout_s: float = 30.0,
+        what: str = "screen",
+        interval_s: float = 0.1,
+    ) -> str:
         deadline = time.monotonic() + timeout_s
         while True:
             text = self.screen()
@@ -66,8 +85,13 @@ class Tmux:
                 raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
             await asyncio.sleep(interval_s)
 
-    async def settled(self, pred: Callable[[str], bool], timeout_s: float = 30.0,
-                      what: str = "screen", still_s: float = 0.3) -> str:
+    async def settled(
+        self,
+        pred: Callable[[str], bool],
+        timeout_s: float = 30.0,
+        what: str = "screen",
+        still_s: float = 0.3,
+    ) -> str:
         """Wait until the screen satisfies ``pred`` and then stays the same for ``still_s``
         (the CLI has finished drawing it: a dialog still being drawn can drop a key)."""
         deadline = time.monotonic() + timeout_s
@@ -92,8 +116,9 @@ class Tmux:
         return time.time()
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True, timeout=10,
-                       check=False)
+        subprocess.run(
+            ["tmux", "-L", self.name, "kill-server"], capture_output=True, timeout=10, check=False
+        )
 
 
 class Pty:
@@ -109,7 +134,8 @@ class Pty:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.proc = await asyncio.create_subprocess_exec(
-            *command, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+            *command, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, start_new_session=True
+        )
         os.close(slave)
         self.master = master
         asyncio.get_running_loop().add_reader(master, self._drain)
@@ -135,8 +161,10 @@ class Pty:
         deadline = time.monotonic() + timeout_s
         while needle not in self.output[since:]:
             if time.monotonic() > deadline:
-                raise AssertionError(f"no {needle!r} on the terminal; tail:\n"
-                                     f"{self.output[-2000:].decode(errors='replace')}")
+                raise AssertionError(
+                    f"no {needle!r} on the terminal; tail:\n"
+                    f"{self.output[-2000:].decode(errors='replace')}"
+                )
             await asyncio.sleep(0.05)
 
     async def close(self) -> None:

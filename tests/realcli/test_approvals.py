@@ -26,31 +26,43 @@ DEFAULT_MODE = "--permission-mode default"
 def edit_turns(work: Path) -> list[dict[str, Any]]:
     notes = str(work / "notes.txt")
     return [
-        {"content": [{"type": "text", "text": "Editing the notes."},
-                     {"type": "tool_use", "name": "Edit",
-                      "input": {"file_path": notes, "old_string": "beta", "new_string": "BETA"}}]},
+        {
+            "content": [
+                {"type": "text", "text": "Editing the notes."},
+                {
+                    "type": "tool_use",
+                    "name": "Edit",
+                    "input": {"file_path": notes, "old_string": "beta", "new_string": "BETA"},
+                },
+            ]
+        },
         {"content": [{"type": "text", "text": "Edit step finished."}]},
     ]
 
 
 async def _request(watcher: Recorder) -> dict[str, Any]:
     found: dict[str, Any] = await watcher.until(
-        lambda fs: next((f for f in fs if f["type"] == "permission_request"), None), 30,
-        "permission_request")
+        lambda fs: next((f for f in fs if f["type"] == "permission_request"), None),
+        30,
+        "permission_request",
+    )
     return found
 
 
 async def _accept(watcher: Recorder, request: dict[str, Any]) -> dict[str, Any]:
-    await watcher.send({"type": "accept_diff", "requestId": "acc",
-                        "requestKey": request["requestKey"]})
+    await watcher.send(
+        {"type": "accept_diff", "requestId": "acc", "requestKey": request["requestKey"]}
+    )
     ack: dict[str, Any] = await watcher.reply("acc")
     return ack
 
 
 async def _resolved(watcher: Recorder, timeout_s: float = 30.0) -> dict[str, Any]:
     found: dict[str, Any] = await watcher.until(
-        lambda fs: next((f for f in fs if f["type"] == "permission_resolved"), None), timeout_s,
-        "permission_resolved")
+        lambda fs: next((f for f in fs if f["type"] == "permission_resolved"), None),
+        timeout_s,
+        "permission_resolved",
+    )
     return found
 
 
@@ -67,8 +79,13 @@ async def print_mode(root: Path) -> dict[str, Any]:
         resolved = await _resolved(watcher)
         await run.wait(60)
         sid = started_sid(observer.frames)
-        return r.report(sid=sid, request=request, ack=ack, resolved=resolved,
-                        notes_after=(work / "notes.txt").read_text())
+        return r.report(
+            sid=sid,
+            request=request,
+            ack=ack,
+            resolved=resolved,
+            notes_after=(work / "notes.txt").read_text(),
+        )
 
 
 def _assert_accepted(report: dict[str, Any]) -> None:
@@ -77,8 +94,9 @@ def _assert_accepted(report: dict[str, Any]) -> None:
     assert report["ack"]["type"] == "decision_ack", report["ack"]
     assert (resolved["requestKey"], resolved["decision"]) == (request["requestKey"], "allow")
     assert report["notes_after"] == "alpha\nBETA\ngamma\n"
-    tool = next(t for t in checks.tools(report["clients"]["watcher"], report["sid"])
-                if t["name"] == "Edit")
+    tool = next(
+        t for t in checks.tools(report["clients"]["watcher"], report["sid"]) if t["name"] == "Edit"
+    )
     assert request.get("toolUseId") == tool["toolUseId"]
 
 
@@ -89,7 +107,12 @@ def test_print_mode_permission_decided_from_a_client(tmp_path: Path) -> None:
     assert report["runs"][0]["rc"] == 0
     _assert_accepted(report)
     sid = report["sid"]
-    assert checks.states(report["clients"]["observer"], sid) == ["working", "waiting", "working", "idle"]
+    assert checks.states(report["clients"]["observer"], sid) == [
+        "working",
+        "waiting",
+        "working",
+        "idle",
+    ]
     checks.assert_every_line_once(report, sid)
 
 
@@ -114,9 +137,16 @@ async def interactive_from_client(root: Path) -> dict[str, Any]:
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
         # the answer's text is published before the turn ends: the result waits for the idle
         await r.recorders["observer"].until(
-            lambda fs: checks.states(fs, sid)[-1:] == ["idle"], 30, "idle after the answer")
-        return r.report(sid=sid, request=request, ack=ack, resolved=resolved, dialog=dialog,
-                        notes_after=(r.workdir / "notes.txt").read_text())
+            lambda fs: checks.states(fs, sid)[-1:] == ["idle"], 30, "idle after the answer"
+        )
+        return r.report(
+            sid=sid,
+            request=request,
+            ack=ack,
+            resolved=resolved,
+            dialog=dialog,
+            notes_after=(r.workdir / "notes.txt").read_text(),
+        )
 
 
 def test_interactive_permission_decided_from_a_client(tmp_path: Path) -> None:
@@ -128,8 +158,11 @@ def test_interactive_permission_decided_from_a_client(tmp_path: Path) -> None:
     observer = report["clients"]["observer"]
     states = checks.states(observer, report["sid"])
     assert checks.collapsed(states) == ["working", "waiting", "working", "idle"], states
-    waiting = [f.get("waitingFor") for f in checks.of_type(observer, "turn_status", report["sid"])
-               if f["state"] == "waiting"]
+    waiting = [
+        f.get("waitingFor")
+        for f in checks.of_type(observer, "turn_status", report["sid"])
+        if f["state"] == "waiting"
+    ]
     held = waiting.index("approve Edit")
     assert waiting[held:] == ["approve Edit"], waiting
 
@@ -138,14 +171,18 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
     """Inside: the interactive CLI asks; the person answers its dialog in the terminal."""
     async with rig(root, edit_turns(root / "work"), hook=True) as r:
         term, watcher, sid, request = await _interactive_edit(r)
-        dialog = await term.settled(lambda s: "Do you want" in s and "Esc to cancel" in s, 20,
-                                    "the CLI's own dialog, fully drawn")
+        dialog = await term.settled(
+            lambda s: "Do you want" in s and "Esc to cancel" in s,
+            20,
+            "the CLI's own dialog, fully drawn",
+        )
         await asyncio.sleep(0.5)  # a person reads it; a key at first paint can be lost
         await term.type_keys("", enter=True)
         # under load the CLI takes its answer seconds after the key: the answer is when its
         # dialog goes, not when the key was sent
-        await term.screen_until(lambda s: "Do you want" not in s, 20, "the dialog to close",
-                                interval_s=0.01)
+        await term.screen_until(
+            lambda s: "Do you want" not in s, 20, "the dialog to close", interval_s=0.01
+        )
         answered_at = time.time()
         await watcher.until(lambda fs: "Edit step finished." in checks.texts(fs, sid), 30, "answer")
         resolved = None
@@ -153,16 +190,26 @@ async def interactive_in_terminal(root: Path) -> dict[str, Any]:
             resolved = await _resolved(watcher, 5.0)
         late = keyless = None
         if resolved is not None:
-            await watcher.send({"type": "accept_diff", "requestId": "late",
-                                "requestKey": request["requestKey"]})
+            await watcher.send(
+                {"type": "accept_diff", "requestId": "late", "requestKey": request["requestKey"]}
+            )
             late = await watcher.reply("late")
             await watcher.send({"type": "accept_diff", "requestId": "keyless"})  # a seed client
             keyless = await watcher.reply("keyless")
         await term.screen_until(lambda s: PROMPT_MARK in s, 20, "the prompt again")
         await r.recorders["observer"].until(
-            lambda fs: checks.states(fs, sid)[-1:] == ["idle"], 30, "idle after the answer")
-        return r.report(sid=sid, request=request, resolved=resolved, late=late, keyless=keyless,
-                        dialog=dialog, answered_at=answered_at, notes_after=(r.workdir / "notes.txt").read_text())
+            lambda fs: checks.states(fs, sid)[-1:] == ["idle"], 30, "idle after the answer"
+        )
+        return r.report(
+            sid=sid,
+            request=request,
+            resolved=resolved,
+            late=late,
+            keyless=keyless,
+            dialog=dialog,
+            answered_at=answered_at,
+            notes_after=(r.workdir / "notes.txt").read_text(),
+        )
 
 
 def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None:
@@ -177,7 +224,10 @@ def test_interactive_permission_answered_in_the_terminal(tmp_path: Path) -> None
     assert resolved["decision"] not in ("allow", "deny"), json.dumps(resolved)
     assert resolved["_at"] - report["answered_at"] < 1.0
     assert (report["late"]["type"], report["late"].get("code")) == ("error", "already_resolved")
-    assert (report["keyless"]["type"], report["keyless"].get("code")) == ("error", "already_resolved")
+    assert (report["keyless"]["type"], report["keyless"].get("code")) == (
+        "error",
+        "already_resolved",
+    )
     states = checks.states(report["clients"]["observer"], report["sid"])
     assert checks.collapsed(states) == ["working", "waiting", "working", "idle"], states
     checks.assert_every_line_once(report, report["sid"])
@@ -188,11 +238,29 @@ async def two_parallel_edits(root: Path) -> dict[str, Any]:
     client accepts each request as it comes."""
     work = root / "work"
     turns: list[dict[str, Any]] = [
-        {"content": [{"type": "text", "text": "Two edits at once."},
-                     {"type": "tool_use", "name": "Edit", "input": {
-                         "file_path": str(work / "a.txt"), "old_string": "one", "new_string": "ONE"}},
-                     {"type": "tool_use", "name": "Edit", "input": {
-                         "file_path": str(work / "b.txt"), "old_string": "two", "new_string": "TWO"}}]},
+        {
+            "content": [
+                {"type": "text", "text": "Two edits at once."},
+                {
+                    "type": "tool_use",
+                    "name": "Edit",
+                    "input": {
+                        "file_path": str(work / "a.txt"),
+                        "old_string": "one",
+                        "new_string": "ONE",
+                    },
+                },
+                {
+                    "type": "tool_use",
+                    "name": "Edit",
+                    "input": {
+                        "file_path": str(work / "b.txt"),
+                        "old_string": "two",
+                        "new_string": "TWO",
+                    },
+                },
+            ]
+        },
         {"content": [{"type": "text", "text": "Both edits done."}]},
     ]
     async with rig(root, turns, hook=True) as r:
@@ -204,11 +272,24 @@ async def two_parallel_edits(root: Path) -> dict[str, Any]:
         accepted: set[str] = set()
         while len(accepted) < 2:
             request = await watcher.until(
-                lambda fs: next((f for f in fs if f["type"] == "permission_request"
-                                 and f["requestKey"] not in accepted), None), 30,
-                f"permission request {len(accepted) + 1}")
-            await watcher.send({"type": "accept_diff", "requestId": f"acc{len(accepted)}",
-                                "requestKey": request["requestKey"]})
+                lambda fs: next(
+                    (
+                        f
+                        for f in fs
+                        if f["type"] == "permission_request" and f["requestKey"] not in accepted
+                    ),
+                    None,
+                ),
+                30,
+                f"permission request {len(accepted) + 1}",
+            )
+            await watcher.send(
+                {
+                    "type": "accept_diff",
+                    "requestId": f"acc{len(accepted)}",
+                    "requestKey": request["requestKey"],
+                }
+            )
             accepted.add(request["requestKey"])
         await run.wait(60)
         sid = started_sid(watcher.frames)

@@ -34,9 +34,13 @@ def _post(api: FakeAnthropic, **body: Any) -> httpx.Response:
 @pytest.fixture
 def api() -> Iterator[FakeAnthropic]:
     script: list[dict[str, Any]] = [
-        {"content": [{"type": "thinking", "thinking": "Let me think about it."},
-                     {"type": "text", "text": "Reading the file now."},
-                     {"type": "tool_use", "name": "Read", "input": {"file_path": "/w/a.txt"}}]},
+        {
+            "content": [
+                {"type": "thinking", "thinking": "Let me think about it."},
+                {"type": "text", "text": "Reading the file now."},
+                {"type": "tool_use", "name": "Read", "input": {"file_path": "/w/a.txt"}},
+            ]
+        },
         {"error": {"status": 403, "type": "permission_error", "message": "nope"}},
     ]
     with FakeAnthropic(script) as fake:
@@ -50,7 +54,10 @@ def test_a_scripted_turn_streams_like_the_real_api(api: FakeAnthropic) -> None:
     assert resp.status_code == 200 and resp.headers["content-type"] == "text/event-stream"
     events = _events(resp)
     names = [name for name, _ in events]
-    assert names[:2] == ["message_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]
+    assert names[:2] == ["message_start", "ping"] and names[-2:] == [
+        "message_delta",
+        "message_stop",
+    ]
     assert events[0][1]["message"]["model"] == "claude-x"
     blocks: dict[int, dict[str, Any]] = {}
     for name, data in events:
@@ -59,12 +66,16 @@ def test_a_scripted_turn_streams_like_the_real_api(api: FakeAnthropic) -> None:
         elif name == "content_block_delta":
             blocks[data["index"]]["deltas"].append(data["delta"])
     thinking, text, tool = blocks[0], blocks[1], blocks[2]
-    assert "".join(d["thinking"] for d in thinking["deltas"] if d["type"] == "thinking_delta") \
+    assert (
+        "".join(d["thinking"] for d in thinking["deltas"] if d["type"] == "thinking_delta")
         == "Let me think about it."
+    )
     assert thinking["deltas"][-1]["type"] == "signature_delta"
     assert "".join(d["text"] for d in text["deltas"]) == "Reading the file now."
     assert (tool["type"], tool["name"]) == ("tool_use", "Read")
-    assert json.loads("".join(d["partial_json"] for d in tool["deltas"])) == {"file_path": "/w/a.txt"}
+    assert json.loads("".join(d["partial_json"] for d in tool["deltas"])) == {
+        "file_path": "/w/a.txt"
+    }
     assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
     assert names.count("content_block_stop") == 3
 
@@ -91,20 +102,33 @@ def test_a_keyed_turn_answers_its_prompt_whatever_the_order() -> None:
     """A turn with ``prompt`` answers each request whose last user text contains it (again on
     a repeat) and leaves the queue to the others."""
     script: list[dict[str, Any]] = [
-        {"prompt": "this one fails", "error": {"status": 403, "type": "permission_error",
-                                                "message": "refused"}},
+        {
+            "prompt": "this one fails",
+            "error": {"status": 403, "type": "permission_error", "message": "refused"},
+        },
         {"content": [{"type": "text", "text": "Queued answer."}]},
     ]
     with FakeAnthropic(script) as fake:
+
         def ask(text: str) -> httpx.Response:
-            return _post(fake, stream=True, tools=TOOLS, messages=[
-                {"role": "user", "content": [{"type": "text", "text": f"<ctx/>{text}"}]}])
+            return _post(
+                fake,
+                stream=True,
+                tools=TOOLS,
+                messages=[{"role": "user", "content": [{"type": "text", "text": f"<ctx/>{text}"}]}],
+            )
 
         assert ask("please, this one fails").status_code == 403
         first = _events(ask("first question"))
-        assert "".join(d["delta"]["text"] for n, d in first
-                       if n == "content_block_delta") == "Queued answer."
+        assert (
+            "".join(d["delta"]["text"] for n, d in first if n == "content_block_delta")
+            == "Queued answer."
+        )
         assert ask("this one fails again").status_code == 403
-        assert "".join(d["delta"]["text"] for n, d in _events(ask("more"))
-                       if n == "content_block_delta") == EXHAUSTED
+        assert (
+            "".join(
+                d["delta"]["text"] for n, d in _events(ask("more")) if n == "content_block_delta"
+            )
+            == EXHAUSTED
+        )
     assert [q["turn"] for q in fake.requests] == [0, 1, 0, 2]

@@ -26,8 +26,9 @@ async def _prompt(rec: Recorder, rid: str, sid: str, message: str) -> dict[str, 
     return reply
 
 
-async def _prompt_as_a_phone(rec: Recorder, rid: str, sid: str, message: str,
-                             busy: list[float]) -> dict[str, Any]:
+async def _prompt_as_a_phone(
+    rec: Recorder, rid: str, sid: str, message: str, busy: list[float]
+) -> dict[str, Any]:
     """Send a prompt; on ``busy`` try again a little later, as a phone would (noted in ``busy``)."""
     for attempt in range(20):
         reply = await _prompt(rec, f"{rid}.{attempt}" if attempt else rid, sid, message)
@@ -55,8 +56,12 @@ async def prompt_and_interrupt(root: Path) -> dict[str, Any]:
     """Inside: a prompt from the client, then a slow one interrupted from the client."""
     turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "First answer."}]},
-        {"content": [{"type": "thinking", "thinking": "A phone asks."},
-                     {"type": "text", "text": "Answer for the phone."}]},
+        {
+            "content": [
+                {"type": "thinking", "thinking": "A phone asks."},
+                {"type": "text", "text": "Answer for the phone."},
+            ]
+        },
         {"content": [{"type": "text", "text": SLOW}], "delay_s": 0.1},
     ]
     async with rig(root, turns) as r:
@@ -64,24 +69,35 @@ async def prompt_and_interrupt(root: Path) -> dict[str, Any]:
         phone = await r.client("watcher")
         sid = await _first_session(r, observer)
         marks: dict[str, Any] = {"prompt": len(observer.frames), "busy": []}
-        marks["sent1"] = await _prompt_as_a_phone(phone, "p1", sid, "question from the phone",
-                                                  marks["busy"])
+        marks["sent1"] = await _prompt_as_a_phone(
+            phone, "p1", sid, "question from the phone", marks["busy"]
+        )
         await _idle_after(observer, sid, marks["prompt"], "idle after the phone's prompt")
-        await observer.until(lambda fs: len(checks.of_type(fs, "session_ended", sid)) >= 2, 10,
-                             "exit after the phone's prompt")
+        await observer.until(
+            lambda fs: len(checks.of_type(fs, "session_ended", sid)) >= 2,
+            10,
+            "exit after the phone's prompt",
+        )
         marks["slow"] = len(observer.frames)
-        marks["sent2"] = await _prompt_as_a_phone(phone, "p2", sid, "slow answer please",
-                                                  marks["busy"])
-        await observer.until(lambda fs: "working" in checks.states(fs[marks["slow"]:], sid), 30,
-                             "working on the slow prompt")
+        marks["sent2"] = await _prompt_as_a_phone(
+            phone, "p2", sid, "slow answer please", marks["busy"]
+        )
+        await observer.until(
+            lambda fs: "working" in checks.states(fs[marks["slow"] :], sid),
+            30,
+            "working on the slow prompt",
+        )
         await r.wait_request(3)
         await asyncio.sleep(0.5)  # let a few words stream before the interrupt
         marks["interrupt_at"] = time.time()
         await phone.send({"type": "interrupt_request", "requestId": "i1", "sessionId": sid})
         marks["ack1"] = await phone.reply("i1")
         await _idle_after(observer, sid, marks["slow"], "idle after the interrupt")
-        await observer.until(lambda fs: len(checks.of_type(fs, "session_ended", sid)) >= 3, 10,
-                             "exit after the interrupt")
+        await observer.until(
+            lambda fs: len(checks.of_type(fs, "session_ended", sid)) >= 3,
+            10,
+            "exit after the interrupt",
+        )
         marks["ended_at"] = checks.of_type(observer.frames, "session_ended", sid)[-1]["_at"]
         await phone.send({"type": "interrupt_request", "requestId": "i2", "sessionId": sid})
         marks["ack2"] = await phone.reply("i2")
@@ -96,8 +112,8 @@ def test_prompt_and_interrupt_from_a_client(tmp_path: Path) -> None:
     sid, marks = report["sid"], report["marks"]
     observer, watcher = report["clients"]["observer"], report["clients"]["watcher"]
     assert marks["sent1"]["type"] == "prompt_sent" and marks["sent2"]["type"] == "prompt_sent"
-    assert checks.states(observer[marks["prompt"]:marks["slow"]], sid) == ["working", "idle"]
-    assert checks.states(observer[marks["slow"]:], sid) == ["working", "idle"]
+    assert checks.states(observer[marks["prompt"] : marks["slow"]], sid) == ["working", "idle"]
+    assert checks.states(observer[marks["slow"] :], sid) == ["working", "idle"]
     assert (marks["ack1"]["type"], marks["ack1"]["ok"]) == ("interrupt_ack", True)
     assert (marks["ack2"]["type"], marks["ack2"]["ok"]) == ("interrupt_ack", False)
     checks.assert_every_line_once(report, sid)
@@ -137,7 +153,9 @@ def test_followup_prompt_while_the_run_exits_is_queued(tmp_path: Path) -> None:
 
 async def new_conversation(root: Path) -> dict[str, Any]:
     """Inside: new_conversation, its first prompt, the exit."""
-    turns: list[dict[str, Any]] = [{"content": [{"type": "text", "text": "Hello, new conversation here."}]}]
+    turns: list[dict[str, Any]] = [
+        {"content": [{"type": "text", "text": "Hello, new conversation here."}]}
+    ]
     async with rig(root, turns) as r:
         observer = await r.client("observer", auto_watch=False)
         phone = await r.client("watcher")
@@ -146,7 +164,9 @@ async def new_conversation(root: Path) -> dict[str, Any]:
         sid = ack["sessionId"]
         sent = await _prompt(phone, "p", sid, "hello new conversation")
         await _idle_after(observer, sid, 0, "idle after the first prompt")
-        ended = await observer.until(lambda fs: checks.of_type(fs, "session_ended", sid), 10, "exit")
+        ended = await observer.until(
+            lambda fs: checks.of_type(fs, "session_ended", sid), 10, "exit"
+        )
         await r.listing_after(observer, sid, ended[0]["_at"])
         return r.report(sid=sid, ack=ack, sent=sent)
 
@@ -172,8 +192,10 @@ async def failing_prompt(root: Path) -> dict[str, Any]:
     turns: list[dict[str, Any]] = [
         {"prompt": "first question", "content": [{"type": "text", "text": "First answer."}]},
         # a 403 is not retried (a 400 is, once): the run exits 1
-        {"prompt": "this one fails",
-         "error": {"status": 403, "type": "permission_error", "message": "fake refusal"}},
+        {
+            "prompt": "this one fails",
+            "error": {"status": 403, "type": "permission_error", "message": "fake refusal"},
+        },
     ]
     async with rig(root, turns) as r:
         observer = await r.client("observer", auto_watch=False)
@@ -183,8 +205,12 @@ async def failing_prompt(root: Path) -> dict[str, Any]:
         failure = None
         with contextlib.suppress(AssertionError):  # reported as "silence" by the test
             failure = await phone.until(
-                lambda fs: next((f for f in fs if f["type"] == "error"
-                                 and f.get("requestId") == "p"), None), 10, "the failure")
+                lambda fs: next(
+                    (f for f in fs if f["type"] == "error" and f.get("requestId") == "p"), None
+                ),
+                10,
+                "the failure",
+            )
         return r.report(sid=sid, sent=sent, failure=failure)
 
 

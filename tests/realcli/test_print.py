@@ -22,27 +22,67 @@ def tool_turns(work: Path) -> list[dict[str, Any]]:
     """Read, Edit, a failing Bash, an ``Agent`` sub-agent (its own turn), Write, an answer."""
     notes = str(work / "notes.txt")
     return [
-        {"content": [{"type": "thinking", "thinking": "The notes need fixing. Read first."},
-                     {"type": "text", "text": "Let me read the file first."},
-                     {"type": "tool_use", "name": "Read", "input": {"file_path": notes}}]},
-        {"content": [{"type": "text", "text": "Now I will change beta to BETA."},
-                     {"type": "tool_use", "name": "Edit",
-                      "input": {"file_path": notes, "old_string": "beta", "new_string": "BETA"}}]},
-        {"content": [{"type": "tool_use", "name": "Bash",
-                      "input": {"command": "ls /definitely/not/here", "description": "List it"}}]},
-        {"content": [{"type": "text", "text": "Delegating a check."},
-                     {"type": "tool_use", "name": "Agent",
-                      "input": {"description": "Check the notes", "prompt": "Check notes.txt.",
-                                "subagent_type": "general-purpose", "run_in_background": False}}]},
+        {
+            "content": [
+                {"type": "thinking", "thinking": "The notes need fixing. Read first."},
+                {"type": "text", "text": "Let me read the file first."},
+                {"type": "tool_use", "name": "Read", "input": {"file_path": notes}},
+            ]
+        },
+        {
+            "content": [
+                {"type": "text", "text": "Now I will change beta to BETA."},
+                {
+                    "type": "tool_use",
+                    "name": "Edit",
+                    "input": {"file_path": notes, "old_string": "beta", "new_string": "BETA"},
+                },
+            ]
+        },
+        {
+            "content": [
+                {
+                    "type": "tool_use",
+                    "name": "Bash",
+                    "input": {"command": "ls /definitely/not/here", "description": "List it"},
+                }
+            ]
+        },
+        {
+            "content": [
+                {"type": "text", "text": "Delegating a check."},
+                {
+                    "type": "tool_use",
+                    "name": "Agent",
+                    "input": {
+                        "description": "Check the notes",
+                        "prompt": "Check notes.txt.",
+                        "subagent_type": "general-purpose",
+                        "run_in_background": False,
+                    },
+                },
+            ]
+        },
         {"content": [{"type": "text", "text": "Sub-agent: the notes look fine."}]},
-        {"content": [{"type": "tool_use", "name": "Write",
-                      "input": {"file_path": str(work / "new.txt"), "content": "new\n"}}]},
+        {
+            "content": [
+                {
+                    "type": "tool_use",
+                    "name": "Write",
+                    "input": {"file_path": str(work / "new.txt"), "content": "new\n"},
+                }
+            ]
+        },
         {"content": [{"type": "text", "text": "All done: beta is now BETA."}]},
     ]
 
 
-SECOND_TURN = {"content": [{"type": "thinking", "thinking": "Second turn thinking."},
-                           {"type": "text", "text": "Second turn answer."}]}
+SECOND_TURN = {
+    "content": [
+        {"type": "thinking", "thinking": "Second turn thinking."},
+        {"type": "text", "text": "Second turn answer."},
+    ]
+}
 
 
 async def print_then_resume(root: Path) -> dict[str, Any]:
@@ -84,7 +124,9 @@ def test_print_runs_watched_live(tmp_path: Path) -> None:
     side = [e for e in checks.events(watcher, sid) if e["event"].get("sidechain")]
     assert "Sub-agent: the notes look fine." in checks.texts(side, sid)
     bash = next(t for t in checks.tools(watcher, sid) if t["name"] == "Bash")
-    result = next(b for b in checks.tool_results(watcher, sid) if b["toolUseId"] == bash["toolUseId"])
+    result = next(
+        b for b in checks.tool_results(watcher, sid) if b["toolUseId"] == bash["toolUseId"]
+    )
     assert result["isError"] is True
     assert "Second turn answer." in checks.texts(watcher, sid)
 

@@ -23,15 +23,23 @@ PROMPT_MARK = "❯"
 
 async def wait_ready(term: Tmux) -> None:
     """The CLI shows its input prompt (no first-run dialog in the way)."""
-    screen = await term.screen_until(lambda s: PROMPT_MARK in s or "Do you want" in s, 30, "the prompt")
+    screen = await term.screen_until(
+        lambda s: PROMPT_MARK in s or "Do you want" in s, 30, "the prompt"
+    )
     assert "Do you want" not in screen, f"a first-run dialog is in the way:\n{screen}"
     await asyncio.sleep(0.5)  # keys sent at the first paint can be lost, as with a person
 
 
 async def idle_turn(obs: Recorder, sid: str, mark: int, what: str) -> list[str]:
     """Wait for the turn begun at ``mark`` to end (``idle``, and the CLI back at its prompt)."""
-    await obs.until(lambda fs: checks.states(fs[mark:], sid)[-1:] == ["idle"]
-                    and "working" in checks.states(fs[mark:], sid), 60, what)
+    await obs.until(
+        lambda fs: (
+            checks.states(fs[mark:], sid)[-1:] == ["idle"]
+            and "working" in checks.states(fs[mark:], sid)
+        ),
+        60,
+        what,
+    )
     return checks.states(obs.frames[mark:], sid)
 
 
@@ -40,8 +48,12 @@ async def interactive(root: Path) -> dict[str, Any]:
     turn interrupted from the client (Escape), /exit typed."""
     turns: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": "Hello, terminal."}]},
-        {"content": [{"type": "thinking", "thinking": "The phone asks."},
-                     {"type": "text", "text": "Hello, phone."}]},
+        {
+            "content": [
+                {"type": "thinking", "thinking": "The phone asks."},
+                {"type": "text", "text": "Hello, phone."},
+            ]
+        },
         {"content": [{"type": "text", "text": "Two lines received."}]},
         {"content": [{"type": "text", "text": SLOW}], "delay_s": 0.1},
     ]
@@ -55,18 +67,29 @@ async def interactive(root: Path) -> dict[str, Any]:
         await term.type_keys("hello from the terminal")
         sid: str = await observer.until(
             lambda fs: next((f["sessionId"] for f in fs if f["type"] == "session_started"), None),
-            30, "session_started")
+            30,
+            "session_started",
+        )
         marks["typed_states"] = await idle_turn(observer, sid, marks["typed"], "typed turn")
-        for name, message in (("phone", "hello from the phone"),
-                              ("multi", "first line of the prompt\nsecond line of the prompt")):
+        for name, message in (
+            ("phone", "hello from the phone"),
+            ("multi", "first line of the prompt\nsecond line of the prompt"),
+        ):
             marks[name] = len(observer.frames)
-            await phone.send({"type": "prompt", "requestId": name, "sessionId": sid,
-                              "message": message})
+            await phone.send(
+                {"type": "prompt", "requestId": name, "sessionId": sid, "message": message}
+            )
             marks[f"{name}_reply"] = await phone.reply(name)
             marks[f"{name}_states"] = await idle_turn(observer, sid, marks[name], name)
         marks["slow"] = len(observer.frames)
-        await phone.send({"type": "prompt", "requestId": "slow", "sessionId": sid,
-                          "message": "slow answer please"})
+        await phone.send(
+            {
+                "type": "prompt",
+                "requestId": "slow",
+                "sessionId": sid,
+                "message": "slow answer please",
+            }
+        )
         marks["slow_reply"] = await phone.reply("slow")
         await r.wait_request(4)
         await term.screen_until(lambda s: "word3" in s, 20, "the slow answer streaming")
@@ -88,7 +111,9 @@ def test_interactive_cli_in_tmux(tmp_path: Path) -> None:
     sid, marks = report["sid"], report["marks"]
     observer = report["clients"]["observer"]
     bounds = [marks["typed"], marks["phone"], marks["multi"], marks["slow"], len(observer)]
-    for name, start, end in zip(("typed", "phone", "multi", "slow"), bounds, bounds[1:], strict=False):
+    for name, start, end in zip(
+        ("typed", "phone", "multi", "slow"), bounds, bounds[1:], strict=False
+    ):
         got = checks.states(observer[start:end], sid)
         if name == "typed" and got[:1] == ["idle"]:
             got = got[1:]  # the state announced with the session at the CLI's start

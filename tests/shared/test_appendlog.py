@@ -6,15 +6,23 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared import frames
-from shared.appendlog import AppendBatch, EpochChanged, LogAppender, OffsetConflict, OutEvent
-from shared.keys import Keys
-from shared.redis_conn import ensure_epoch
+from relaybus.shared.store.appendlog import (
+    AppendBatch,
+    EpochChanged,
+    LogAppender,
+    OffsetConflict,
+    OutEvent,
+)
+from relaybus.shared.store.connection import ensure_epoch
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import frames
 from tests.support.servers import RedisServer
 
 
 def ev(text: str) -> OutEvent:
-    prefix = frames.session_event("s1", {"type": "user", "blocks": [{"kind": "text", "text": text}]})
+    prefix = frames.session_event(
+        "s1", {"type": "user", "blocks": [{"kind": "text", "text": text}]}
+    )
     return OutEvent(frames.SESSION_EVENT, prefix, session_stream=True, session_seq=True)
 
 
@@ -30,7 +38,9 @@ def appender(client: aioredis.Redis, keys: Keys, **kw: int) -> LogAppender:
     return LogAppender(client, keys, "h1", **limits)
 
 
-async def test_batch_gets_contiguous_seq_and_session_seq(client: aioredis.Redis, keys: Keys) -> None:
+async def test_batch_gets_contiguous_seq_and_session_seq(
+    client: aioredis.Redis, keys: Keys
+) -> None:
     """Each event gets the next seq; session events also a contiguous sessionSeq spliced into the frame."""
     epoch = await ensure_epoch(client, keys)
     app = appender(client, keys)
@@ -77,7 +87,9 @@ async def test_trimming_and_ttl(client: aioredis.Redis, keys: Keys) -> None:
     epoch = await ensure_epoch(client, keys)
     app = appender(client, keys, log_maxlen=100, session_maxlen=10, session_ttl_s=50)
     for _ in range(30):
-        await app.append(AppendBatch("s1", [ev(str(i)) for i in range(20)]), epoch=epoch, stamp_ms=1)
+        await app.append(
+            AppendBatch("s1", [ev(str(i)) for i in range(20)]), epoch=epoch, stamp_ms=1
+        )
     assert await client.get(keys.seq) == b"600"
     assert 100 <= await client.xlen(keys.log) < 600
     assert 10 <= await client.xlen(keys.session_events("s1")) < 600

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from relaybus.cli import COMMANDS, build_parser, settings_from_args
-from shared.keys import Keys
-from shared.settings import Settings, SettingsError, load_settings
+from relaybus.shared.settings import Settings, SettingsError, load_settings
+from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES, DEFAULT_KIND
-from tests.support.collector_records import append, poll, transcript, user_line
+from tests.support.collector_records import append, transcript, user_line
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-pw"
@@ -103,7 +104,6 @@ def test_test_settings_ignore_the_environment(monkeypatch: pytest.MonkeyPatch) -
     assert make_settings("redis://127.0.0.1:1/0", "ns").batch_max_lines == 500
 
 
-
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
     """The runner's environment without RELAYBUS_*, a private HOME, no fixed ports."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
@@ -150,8 +150,11 @@ def test_wrong_password_is_one_line_and_exit_1(
     command: str, locked: RedisServer, claude_dir: Path, tmp_path: Path
 ) -> None:
     """A password Redis refuses ends the start with one line, exit 1, the password not shown."""
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=locked_url(locked, "wrong-pw"),
-                    RELAYBUS_CLAUDE_DIR=str(claude_dir))
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=locked_url(locked, "wrong-pw"),
+        RELAYBUS_CLAUDE_DIR=str(claude_dir),
+    )
     out = run_cli(command, env=env)
     assert out.returncode == 1
     line = one_line(out)
@@ -163,8 +166,9 @@ def test_missing_password_is_one_line_and_exit_1(
     locked: RedisServer, claude_dir: Path, tmp_path: Path
 ) -> None:
     """A URL without the password Redis requires says where the password goes."""
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=locked_url(locked, None),
-                    RELAYBUS_CLAUDE_DIR=str(claude_dir))
+    env = clean_env(
+        tmp_path, RELAYBUS_REDIS_URL=locked_url(locked, None), RELAYBUS_CLAUDE_DIR=str(claude_dir)
+    )
     out = run_cli("collector", env=env)
     assert out.returncode == 1
     assert "requires a password: put it in RELAYBUS_REDIS_URL" in one_line(out)
@@ -174,8 +178,9 @@ def test_database_the_server_lacks_is_one_line_and_exit_1(
     locked: RedisServer, claude_dir: Path, tmp_path: Path
 ) -> None:
     """`/99` (more than the server's 16 databases) is refused at start, not a crash loop."""
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=locked_url(locked, db=99),
-                    RELAYBUS_CLAUDE_DIR=str(claude_dir))
+    env = clean_env(
+        tmp_path, RELAYBUS_REDIS_URL=locked_url(locked, db=99), RELAYBUS_CLAUDE_DIR=str(claude_dir)
+    )
     out = run_cli("collector", env=env)
     assert out.returncode == 1
     assert "has no database 99" in one_line(out)
@@ -195,8 +200,12 @@ def test_unknown_host_is_one_line_and_exit_1(
     """A host name the resolver says does not exist is permanent: one line naming it, exit 1.
     (Where DNS cannot answer at all, that is an outage: the gateway keeps retrying.)"""
     name = "no-such-host.invalid"
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=f"redis://:pw@{name}:6379/0",
-                    RELAYBUS_NAMESPACE=namespace, RELAYBUS_CLAUDE_DIR=str(claude_dir))
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=f"redis://:pw@{name}:6379/0",
+        RELAYBUS_NAMESPACE=namespace,
+        RELAYBUS_CLAUDE_DIR=str(claude_dir),
+    )
     if _resolver_says_no_such_host(name):
         out = run_cli("gateway", env=env)
         assert out.returncode == 1
@@ -204,8 +213,13 @@ def test_unknown_host_is_one_line_and_exit_1(
         return
     log_path = tmp_path / "gateway.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "gateway"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "relaybus.cli", "gateway"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd="/",
+        )
     try:
         poll(lambda: "is unreachable" in log_path.read_text() or proc.poll() is not None, 60)
         assert proc.poll() is None, log_path.read_text()
@@ -216,7 +230,9 @@ def test_unknown_host_is_one_line_and_exit_1(
 
 def test_invalid_host_name_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """A host name with an empty label (`team..server`) is an invalid value, not a traceback."""
-    out = run_cli("collector", env=clean_env(tmp_path, RELAYBUS_REDIS_URL="redis://:pw@team..server:6379/0"))
+    out = run_cli(
+        "collector", env=clean_env(tmp_path, RELAYBUS_REDIS_URL="redis://:pw@team..server:6379/0")
+    )
     assert out.returncode == 2
     assert "invalid host name 'team..server'" in one_line(out)
 
@@ -277,9 +293,13 @@ def test_taken_metrics_port_is_one_line_naming_it(
         holder.bind(("0.0.0.0", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
-                        RELAYBUS_CLAUDE_DIR=str(claude_dir),
-                        RELAYBUS_COLLECTOR_METRICS_PORT=str(port))
+        env = clean_env(
+            tmp_path,
+            RELAYBUS_REDIS_URL=server.url,
+            RELAYBUS_NAMESPACE=namespace,
+            RELAYBUS_CLAUDE_DIR=str(claude_dir),
+            RELAYBUS_COLLECTOR_METRICS_PORT=str(port),
+        )
         out = run_cli("collector", env=env)
     assert out.returncode == 1
     line = one_line(out)
@@ -303,8 +323,12 @@ def test_mistyped_claude_dir_is_refused_not_created(
 ) -> None:
     """A RELAYBUS_CLAUDE_DIR that does not exist is refused in one line and not created."""
     typo = tmp_path / ".claudee"
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
-                    RELAYBUS_CLAUDE_DIR=str(typo))
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=server.url,
+        RELAYBUS_NAMESPACE=namespace,
+        RELAYBUS_CLAUDE_DIR=str(typo),
+    )
     out = run_cli("collector", env=env)
     assert out.returncode == 1
     assert f"RELAYBUS_CLAUDE_DIR {typo} does not exist" in one_line(out)
@@ -331,8 +355,13 @@ def test_read_only_claude_dir_without_sessions_runs(
     claude = tmp_path / "ro-claude"
     path = transcript(claude, "ro1")
     append(path, user_line("ro1", "read-only hello"))
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
-                    RELAYBUS_CLAUDE_DIR=str(claude), RELAYBUS_HOST_ID="rohost")
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=server.url,
+        RELAYBUS_NAMESPACE=namespace,
+        RELAYBUS_CLAUDE_DIR=str(claude),
+        RELAYBUS_HOST_ID="rohost",
+    )
     log_path = tmp_path / "collector.log"
     argv = [*_read_only(claude), sys.executable, "-m", "relaybus.cli", "collector"]
     with log_path.open("wb") as log:
@@ -363,16 +392,32 @@ def test_unknown_token_scope_is_one_line_and_exit_2(server: RedisServer, tmp_pat
     assert "unknown scope 'write'" in line and "abc" not in line
 
 
-def test_anonymous_gateway_warns_at_start(server: RedisServer, namespace: str, tmp_path: Path) -> None:
+def test_anonymous_gateway_warns_at_start(
+    server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
     """A gateway serving without tokens says so in its log when it starts."""
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
-                    RELAYBUS_TOKENS="", RELAYBUS_ALLOW_ANONYMOUS="true")
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=server.url,
+        RELAYBUS_NAMESPACE=namespace,
+        RELAYBUS_TOKENS="",
+        RELAYBUS_ALLOW_ANONYMOUS="true",
+    )
     log_path = tmp_path / "gateway.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "gateway"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "relaybus.cli", "gateway"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd="/",
+        )
     try:
-        poll(lambda: "RELAYBUS_ALLOW_ANONYMOUS is on" in log_path.read_text() or proc.poll() is not None)
+        poll(
+            lambda: (
+                "RELAYBUS_ALLOW_ANONYMOUS is on" in log_path.read_text() or proc.poll() is not None
+            )
+        )
         assert proc.poll() is None, log_path.read_text()
         assert '"level":"warning"' in next(
             line for line in log_path.read_text().splitlines() if "ALLOW_ANONYMOUS" in line
@@ -388,12 +433,21 @@ def test_unreachable_redis_is_retried_then_used(
     """An unreachable Redis is not an error: the collector says so once, keeps running, and
     publishes once the server answers."""
     port = free_port()
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-                    RELAYBUS_NAMESPACE=namespace, RELAYBUS_CLAUDE_DIR=str(claude_dir))
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+        RELAYBUS_NAMESPACE=namespace,
+        RELAYBUS_CLAUDE_DIR=str(claude_dir),
+    )
     log_path = tmp_path / "collector.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "collector"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "relaybus.cli", "collector"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd="/",
+        )
     try:
         poll(lambda: "is unreachable" in log_path.read_text() or proc.poll() is not None)
         assert proc.poll() is None, log_path.read_text()
@@ -415,20 +469,28 @@ def test_unreachable_redis_is_retried_then_used(
     assert log_path.read_text().count("is unreachable") == 1
 
 
-
 def test_default_claude_dir_missing_is_created_with_a_warning(
     server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
     """A fresh machine (no ~/.claude, no RELAYBUS_CLAUDE_DIR) is not refused: the collector
     warns once, creates the default directory and runs."""
-    env = clean_env(tmp_path, RELAYBUS_REDIS_URL=server.url, RELAYBUS_NAMESPACE=namespace,
-                    RELAYBUS_HOST_ID="freshhost")
+    env = clean_env(
+        tmp_path,
+        RELAYBUS_REDIS_URL=server.url,
+        RELAYBUS_NAMESPACE=namespace,
+        RELAYBUS_HOST_ID="freshhost",
+    )
     env.pop("CLAUDE_CONFIG_DIR", None)
     default = tmp_path / "home" / ".claude"
     log_path = tmp_path / "collector.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "relaybus.cli", "collector"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=log, cwd="/")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "relaybus.cli", "collector"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd="/",
+        )
     client = server.client()
     try:
         poll(lambda: client.exists(Keys(namespace).host("freshhost")) or proc.poll() is not None)

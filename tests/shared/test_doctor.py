@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.lan import lan_address
+from relaybus.lan import lan_address
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.servers import RedisServer, free_port
 
@@ -39,8 +39,11 @@ def doctor(tmp: Path, *args: str, **env: str) -> Report:
     """Run the real command with a private HOME, free ports and no RELAYBUS_* of the runner."""
     home = tmp / "home"
     home.mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("RELAYBUS_") and k != "CLAUDE_CONFIG_DIR"}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RELAYBUS_") and k != "CLAUDE_CONFIG_DIR"
+    }
     base.update(
         HOME=str(home),
         RELAYBUS_GATEWAY_PORT=str(free_port()),
@@ -48,8 +51,14 @@ def doctor(tmp: Path, *args: str, **env: str) -> Report:
         RELAYBUS_APPROVAL_PORT="0",
     )
     base.update(env)
-    out = subprocess.run([sys.executable, "-m", "relaybus.cli", "doctor", *args], env=base,
-                         capture_output=True, text=True, timeout=60, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-m", "relaybus.cli", "doctor", *args],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
     assert "Traceback" not in out.stderr, out.stderr
     return Report(out.returncode, out.stdout.splitlines())
 
@@ -57,10 +66,15 @@ def doctor(tmp: Path, *args: str, **env: str) -> Report:
 def test_redis_answers(server: RedisServer, tmp_path: Path) -> None:
     """A reachable Redis with the right credentials is ok."""
     report = doctor(tmp_path, RELAYBUS_REDIS_URL=server.url)
-    assert report.one("redis") == f"ok    redis     Redis at 127.0.0.1:{server.port} answers and accepts these credentials"
+    assert (
+        report.one("redis")
+        == f"ok    redis     Redis at 127.0.0.1:{server.port} answers and accepts these credentials"
+    )
 
 
-def test_redis_refuses_the_password(private_server: Callable[..., RedisServer], tmp_path: Path) -> None:
+def test_redis_refuses_the_password(
+    private_server: Callable[..., RedisServer], tmp_path: Path
+) -> None:
     """A password Redis refuses fails the check (exit 1) with the variable to fix."""
     srv = private_server()
     admin = srv.client()
@@ -102,8 +116,14 @@ def test_claude_dir_counts_transcripts_and_old_ones(tmp_path: Path, claude_dir: 
 
 def test_claude_dir_missing_or_empty_or_a_file(tmp_path: Path, claude_dir: Path) -> None:
     """No ~/.claude yet warns; an empty one warns; a file or a mistyped path fails."""
-    assert doctor(tmp_path).one("claude").startswith(f"warn  claude    {tmp_path}/home/.claude does not exist yet")
-    assert "holds no transcripts" in doctor(tmp_path, RELAYBUS_CLAUDE_DIR=str(claude_dir)).one("claude")
+    assert (
+        doctor(tmp_path)
+        .one("claude")
+        .startswith(f"warn  claude    {tmp_path}/home/.claude does not exist yet")
+    )
+    assert "holds no transcripts" in doctor(tmp_path, RELAYBUS_CLAUDE_DIR=str(claude_dir)).one(
+        "claude"
+    )
     report = doctor(tmp_path, RELAYBUS_CLAUDE_DIR=str(tmp_path / "typo"))
     assert report.code == 1 and "does not exist" in report.one("claude")
 
@@ -123,14 +143,25 @@ def test_ports_free_and_taken(tmp_path: Path, runtime_dir: Path) -> None:
         holder.listen()
         taken = holder.getsockname()[1]
         approvals = free_port()
-        report = doctor(tmp_path, RELAYBUS_GATEWAY_HOST="127.0.0.1",
-                        RELAYBUS_GATEWAY_PORT=str(taken), RELAYBUS_APPROVAL_PORT=str(approvals),
-                        XDG_RUNTIME_DIR=str(runtime_dir))
+        report = doctor(
+            tmp_path,
+            RELAYBUS_GATEWAY_HOST="127.0.0.1",
+            RELAYBUS_GATEWAY_PORT=str(taken),
+            RELAYBUS_APPROVAL_PORT=str(approvals),
+            XDG_RUNTIME_DIR=str(runtime_dir),
+        )
     ports = report.about("port")
     assert report.code == 1
-    assert any(line.startswith(f"FAIL  port      gateway: port {taken} on 127.0.0.1 (RELAYBUS_GATEWAY_PORT)")
-               for line in ports), ports
-    assert f"ok    port      approvals: socket {runtime_dir}/relaybus/approval-{approvals}.sock (directory private to this user)" in ports
+    assert any(
+        line.startswith(
+            f"FAIL  port      gateway: port {taken} on 127.0.0.1 (RELAYBUS_GATEWAY_PORT)"
+        )
+        for line in ports
+    ), ports
+    assert (
+        f"ok    port      approvals: socket {runtime_dir}/relaybus/approval-{approvals}.sock (directory private to this user)"
+        in ports
+    )
     assert "note  port      metrics: off (RELAYBUS_COLLECTOR_METRICS_PORT=0)" in ports
 
 
@@ -151,9 +182,13 @@ def test_hook_missing_installed_and_foreign(tmp_path: Path, claude_dir: Path) ->
     env = {"RELAYBUS_CLAUDE_DIR": str(claude_dir)}
     assert doctor(tmp_path, **env).one("hook").startswith("note  hook      not installed")
     base = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
-    subprocess.run([sys.executable, "-m", "relaybus.cli", "install-hook"], check=True,
-                   env={**base, **env, "HOME": str(tmp_path), "RELAYBUS_APPROVAL_PORT": "0"},
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "relaybus.cli", "install-hook"],
+        check=True,
+        env={**base, **env, "HOME": str(tmp_path), "RELAYBUS_APPROVAL_PORT": "0"},
+        capture_output=True,
+        timeout=60,
+    )
     assert doctor(tmp_path, **env).one("hook") == (
         f"ok    hook      installed in {claude_dir}/settings.json, pointing at this install"
     )
@@ -161,10 +196,16 @@ def test_hook_missing_installed_and_foreign(tmp_path: Path, claude_dir: Path) ->
     command = settings["hooks"]["PermissionRequest"][0]["hooks"][0]["command"]
     # the README's `relaybus hook permission-request`, with this venv's script even unactivated
     assert command.startswith(f"{Path(sys.executable).parent / 'relaybus'} hook permission-request")
-    settings["hooks"]["PermissionRequest"][0]["hooks"][0]["command"] = "/old/venv/bin/relaybus hook permission-request"
+    settings["hooks"]["PermissionRequest"][0]["hooks"][0]["command"] = (
+        "/old/venv/bin/relaybus hook permission-request"
+    )
     (claude_dir / "settings.json").write_text(json.dumps(settings))
     line = doctor(tmp_path, **env).one("hook")
-    assert line.startswith("warn  hook") and "/old/venv/bin/relaybus" in line and "install-hook" in line
+    assert (
+        line.startswith("warn  hook")
+        and "/old/venv/bin/relaybus" in line
+        and "install-hook" in line
+    )
 
 
 def test_prompts_off_allowed_and_missing_cli(tmp_path: Path) -> None:
@@ -172,7 +213,10 @@ def test_prompts_off_allowed_and_missing_cli(tmp_path: Path) -> None:
     a failure when allowed without one."""
     assert "RELAYBUS_ALLOW_PROMPTS=true" in doctor(tmp_path).one("prompts")
     allowed = doctor(tmp_path, RELAYBUS_ALLOW_PROMPTS="true", RELAYBUS_CLAUDE_BIN=sys.executable)
-    assert allowed.one("prompts") == f"ok    prompts   allowed on this machine, run with {sys.executable}"
+    assert (
+        allowed.one("prompts")
+        == f"ok    prompts   allowed on this machine, run with {sys.executable}"
+    )
     missing = doctor(tmp_path, RELAYBUS_ALLOW_PROMPTS="true", RELAYBUS_CLAUDE_BIN="no-such-claude")
     assert missing.code == 1 and missing.one("prompts").startswith("FAIL  prompts   allowed, but")
 
@@ -192,13 +236,21 @@ def test_lan_reachability_follows_the_gateway_host(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("status", ["ok", "FAIL"])
-def test_exit_code_follows_failures(status: str, server: RedisServer, tmp_path: Path, claude_dir: Path) -> None:
+def test_exit_code_follows_failures(
+    status: str, server: RedisServer, tmp_path: Path, claude_dir: Path
+) -> None:
     """Exit 0 and "Ready for a first run." when nothing fails; 1 and a count otherwise."""
     append(transcript(claude_dir, "s"), user_line("s", "hi"))
     url = server.url if status == "ok" else f"redis://127.0.0.1:{free_port()}/0"
-    report = doctor(tmp_path, RELAYBUS_REDIS_URL=url, RELAYBUS_CLAUDE_DIR=str(claude_dir),
-                    RELAYBUS_GATEWAY_HOST="0.0.0.0")
+    report = doctor(
+        tmp_path,
+        RELAYBUS_REDIS_URL=url,
+        RELAYBUS_CLAUDE_DIR=str(claude_dir),
+        RELAYBUS_GATEWAY_HOST="0.0.0.0",
+    )
     failed = [line for line in report.lines if line.startswith("FAIL")]
     assert report.code == (1 if failed else 0)
-    assert report.lines[-1] == (f"{len(failed)} check(s) failed." if failed else "Ready for a first run.")
+    assert report.lines[-1] == (
+        f"{len(failed)} check(s) failed." if failed else "Ready for a first run."
+    )
     assert bool(failed) == (status == "FAIL")

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.projection import RULES, Projected, oversize_line, project_line
+from relaybus.shared.transcript.projection import RULES, Projected, oversize_line, project_line
 
 SID = "5e551011-0000-4000-8000-000000000001"
 
@@ -93,10 +93,19 @@ def test_bookkeeping_is_dropped_with_reason(raw: bytes, reason: str) -> None:
 @pytest.mark.parametrize(
     ("raw", "text"),
     [
-        (line("system", subtype="local_command", content="<command-name>/model</command-name>\n"
-              "<command-message>model</command-message>\n<command-args></command-args>"), "/model"),
-        (line("system", subtype="compact_boundary", content="Conversation compacted"),
-         "Conversation compacted"),
+        (
+            line(
+                "system",
+                subtype="local_command",
+                content="<command-name>/model</command-name>\n"
+                "<command-message>model</command-message>\n<command-args></command-args>",
+            ),
+            "/model",
+        ),
+        (
+            line("system", subtype="compact_boundary", content="Conversation compacted"),
+            "Conversation compacted",
+        ),
         (line("system", subtype="away_summary", content="Goal: ship it."), "Goal: ship it."),
         (line("system", subtype="some_future_subtype", content="news"), "news"),
     ],
@@ -146,7 +155,7 @@ def test_unknown_bookkeeping_is_dropped_under_its_type(raw: bytes, reason: str) 
 
 
 @pytest.mark.parametrize(
-    "raw", [b"{not json\n", b"\xff\xfe{\"type\":\"user\"}\n", b"[1, 2]\n", b'"a string"\n', b"42"]
+    "raw", [b"{not json\n", b'\xff\xfe{"type":"user"}\n', b"[1, 2]\n", b'"a string"\n', b"42"]
 )
 def test_malformed_lines_become_unknown_events(raw: bytes) -> None:
     """Non-JSON, non-UTF-8 and non-object lines are published as "unknown" and flagged."""
@@ -167,11 +176,19 @@ def test_malformed_lines_become_unknown_events(raw: bytes) -> None:
         (line("ai-title", aiTitle="Fix the parser"), 3, "Fix the parser"),
         (line("summary", summary="Old summary", leafUuid="x"), 2, "Old summary"),
         (user("  Make the\n\ntests   pass  "), 1, "Make the tests pass"),
-        (user([{"type": "text", "text": "With a picture"}, {"type": "image", "source": {}}]), 1,
-         "With a picture"),
-        (user("<command-message>orchestrator is running…</command-message>\n<command-name>"
-              "/orchestrator</command-name>\n<command-args>build it</command-args>"), 0,
-         "/orchestrator build it"),
+        (
+            user([{"type": "text", "text": "With a picture"}, {"type": "image", "source": {}}]),
+            1,
+            "With a picture",
+        ),
+        (
+            user(
+                "<command-message>orchestrator is running…</command-message>\n<command-name>"
+                "/orchestrator</command-name>\n<command-args>build it</command-args>"
+            ),
+            0,
+            "/orchestrator build it",
+        ),
     ],
 )
 def test_title_candidates_with_ranks(raw: bytes, rank: int, text: str) -> None:
@@ -220,8 +237,12 @@ def test_long_prompt_title_is_bounded() -> None:
         (assistant([{"type": "text", "text": "done"}], stop="max_tokens"), "idle"),
         (assistant([{"type": "text", "text": "no"}], stop="refusal"), "idle"),
         (assistant([{"type": "text", "text": "…"}], stop=None), None),
-        (assistant([{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}], stop="tool_use"),
-         None),
+        (
+            assistant(
+                [{"type": "tool_use", "id": "t", "name": "Bash", "input": {}}], stop="tool_use"
+            ),
+            None,
+        ),
         (user([{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]), None),
         (user("expanded", isMeta=True), None),
         (user("sub-agent prompt", isSidechain=True), None),
@@ -242,10 +263,14 @@ def test_meta_lines_dropped_even_when_they_look_like_prompts() -> None:
 
 def test_command_and_output_lines_are_shown_clean() -> None:
     """Slash commands and their local output are published as plain text, tags removed."""
-    command = encoded(project_line(user(
-        "<command-name>/compact</command-name>\n  <command-message>compact</command-message>\n"
-        "  <command-args></command-args>"
-    )))
+    command = encoded(
+        project_line(
+            user(
+                "<command-name>/compact</command-name>\n  <command-message>compact</command-message>\n"
+                "  <command-args></command-args>"
+            )
+        )
+    )
     assert command["blocks"] == [{"kind": "text", "text": "/compact"}]
     output = encoded(project_line(user("<local-command-stdout>Compacted </local-command-stdout>")))
     assert output["blocks"] == [{"kind": "text", "text": "Compacted"}]
@@ -316,20 +341,28 @@ def test_timestamp_forms(stamp: str) -> None:
 
 def test_text_beside_a_tool_result_is_no_prompt() -> None:
     """A user line holding a tool_result and extra text neither starts a turn nor titles."""
-    result = project_line(user([
-        {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
-        {"type": "text", "text": "hook says hi"},
-    ]))
+    result = project_line(
+        user(
+            [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "ok"},
+                {"type": "text", "text": "hook says hi"},
+            ]
+        )
+    )
     assert (result.turn, result.title) == (None, None)
     assert [b["kind"] for b in encoded(result)["blocks"]] == ["tool_result", "text"]
 
 
 def test_ide_context_blocks_are_not_the_title() -> None:
     """IDE context text before the typed prompt is published but the prompt is the title."""
-    result = project_line(user([
-        {"type": "text", "text": "<ide_opened_file>The user opened a.py</ide_opened_file>"},
-        {"type": "text", "text": "explain this file"},
-    ]))
+    result = project_line(
+        user(
+            [
+                {"type": "text", "text": "<ide_opened_file>The user opened a.py</ide_opened_file>"},
+                {"type": "text", "text": "explain this file"},
+            ]
+        )
+    )
     assert result.title == (1, "explain this file")
     assert result.turn == "working"
     assert len(encoded(result)["blocks"]) == 2
@@ -339,8 +372,18 @@ def test_fast_path_objects_equal_constructed_ones() -> None:
     """Results built on the fast path compare equal to ones built by the dataclass."""
     result = project_line(line("mode", mode="normal"))
     expected = Projected(
-        False, "mode", None, SID, "/home/u/my.project", "cli", 1770912145227,
-        False, None, None, None, False,
+        False,
+        "mode",
+        None,
+        SID,
+        "/home/u/my.project",
+        "cli",
+        1770912145227,
+        False,
+        None,
+        None,
+        None,
+        False,
     )
     assert result == expected
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from shared.projection import project_line
+from relaybus.shared.transcript.projection import project_line
 
 
 def _line(rtype: str, content: Any, **fields: Any) -> bytes:
@@ -26,9 +26,9 @@ def blocks(rtype: str, content: Any, **kwargs: Any) -> list[dict[str, Any]]:
     return decoded
 
 
-def result_line(content: Any, tool_use_result: Any = None, is_error: bool | None = None) -> list[
-    dict[str, Any]
-]:
+def result_line(
+    content: Any, tool_use_result: Any = None, is_error: bool | None = None
+) -> list[dict[str, Any]]:
     item: dict[str, Any] = {"type": "tool_result", "tool_use_id": "toolu_1", "content": content}
     if is_error is not None:
         item["is_error"] = is_error
@@ -38,10 +38,13 @@ def result_line(content: Any, tool_use_result: Any = None, is_error: bool | None
 
 def test_text_and_thinking_blocks() -> None:
     """Assistant text and thinking items become text and thinking blocks, in order."""
-    got = blocks("assistant", [
-        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
-        {"type": "text", "text": "answer"},
-    ])
+    got = blocks(
+        "assistant",
+        [
+            {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+            {"type": "text", "text": "answer"},
+        ],
+    )
     assert got == [{"kind": "thinking", "text": "hmm"}, {"kind": "text", "text": "answer"}]
 
 
@@ -76,11 +79,13 @@ def test_tool_result_text_and_is_error() -> None:
 def test_tool_result_list_content_is_joined() -> None:
     """List content: text parts are joined; images follow as image blocks."""
     png = base64.b64encode(b"\x89PNG" + b"\0" * 96).decode()
-    got = result_line([
-        {"type": "text", "text": "one"},
-        {"type": "text", "text": "two"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
-    ])
+    got = result_line(
+        [
+            {"type": "text", "text": "one"},
+            {"type": "text", "text": "two"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+        ]
+    )
     assert got[0]["text"] == "one\ntwo"
     assert got[1] == {"kind": "image", "mediaType": "image/png", "bytes": 100}
 
@@ -124,12 +129,24 @@ def test_num_lines_from_read_and_grep() -> None:
 def test_structured_patch_becomes_edit() -> None:
     """structuredPatch hunks give added/removed counts and {oldStart, lines} hunks."""
     patch = [
-        {"oldStart": 3, "oldLines": 3, "newStart": 3, "newLines": 4,
-         "lines": [" keep", "-old", "+new", "+newer"]},
+        {
+            "oldStart": 3,
+            "oldLines": 3,
+            "newStart": 3,
+            "newLines": 4,
+            "lines": [" keep", "-old", "+new", "+newer"],
+        },
         {"oldStart": 40, "oldLines": 2, "newStart": 41, "newLines": 1, "lines": ["-gone", " ctx"]},
     ]
-    tur = {"filePath": "/a.py", "oldString": "old", "newString": "new", "originalFile": "…",
-           "structuredPatch": patch, "userModified": False, "replaceAll": False}
+    tur = {
+        "filePath": "/a.py",
+        "oldString": "old",
+        "newString": "new",
+        "originalFile": "…",
+        "structuredPatch": patch,
+        "userModified": False,
+        "replaceAll": False,
+    }
     got = result_line("The file /a.py has been updated.", tool_use_result=tur)[0]
     assert got["edit"] == {
         "added": 2,
@@ -162,10 +179,14 @@ def test_huge_patch_keeps_counts_but_bounds_lines() -> None:
 def test_tool_use_result_ignored_when_ambiguous() -> None:
     """With two tool_results on one line, toolUseResult describes neither."""
     tur = {"file": {"numLines": 5}}
-    got = blocks("user", [
-        {"type": "tool_result", "tool_use_id": "a", "content": "1"},
-        {"type": "tool_result", "tool_use_id": "b", "content": "2"},
-    ], toolUseResult=tur)
+    got = blocks(
+        "user",
+        [
+            {"type": "tool_result", "tool_use_id": "a", "content": "1"},
+            {"type": "tool_result", "tool_use_id": "b", "content": "2"},
+        ],
+        toolUseResult=tur,
+    )
     assert [b["toolUseId"] for b in got] == ["a", "b"]
     assert all("numLines" not in b for b in got)
 
@@ -174,25 +195,34 @@ def test_user_image_block_reports_decoded_size() -> None:
     """A pasted base64 image becomes {kind: image, mediaType, bytes} with the decoded size."""
     raw = bytes(range(256)) * 3 + b"!"  # 769 bytes: base64 ends in "=="
     data = base64.b64encode(raw).decode()
-    got = blocks("user", [
-        {"type": "text", "text": "see"},
-        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": data}},
-    ])
+    got = blocks(
+        "user",
+        [
+            {"type": "text", "text": "see"},
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/jpeg", "data": data},
+            },
+        ],
+    )
     assert got[1] == {"kind": "image", "mediaType": "image/jpeg", "bytes": 769}
 
 
 def test_multi_megabyte_image_line_is_bounded() -> None:
     """A 3 MB base64 image line projects to a small event: no image data, data is a stand-in."""
     data = base64.b64encode(b"\x01" * 3_000_000).decode()
-    raw = _line("user", [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                       "data": data}}])
+    raw = _line(
+        "user",
+        [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}],
+    )
     assert len(raw) > 4_000_000
     result = project_line(raw)
     assert result.event is not None
     encoded = orjson.dumps(result.event)
     assert len(encoded) < 1000
-    assert orjson.loads(encoded)["blocks"] == [{"kind": "image", "mediaType": "image/png",
-                                                 "bytes": 3_000_000}]
+    assert orjson.loads(encoded)["blocks"] == [
+        {"kind": "image", "mediaType": "image/png", "bytes": 3_000_000}
+    ]
     stand_in = {"type": "user", "truncated": True, "bytes": len(raw) - 1}
     assert orjson.loads(encoded)["data"] == stand_in
 
@@ -243,9 +273,12 @@ def test_line_total_is_bounded_across_blocks() -> None:
 def test_small_tool_input_is_not_copied() -> None:
     """When nothing is cut, a tool block's input is the parsed object itself."""
     big_but_short = {"content": "k" * 20_000}
-    result = project_line(_line("assistant", [
-        {"type": "tool_use", "id": "t", "name": "Write", "input": big_but_short}
-    ]), text_max_chars=30_000)
+    result = project_line(
+        _line(
+            "assistant", [{"type": "tool_use", "id": "t", "name": "Write", "input": big_but_short}]
+        ),
+        text_max_chars=30_000,
+    )
     assert result.event is not None
     assert result.event["blocks"][0]["input"] == big_but_short
     assert "truncated" not in result.event["blocks"][0]
@@ -253,29 +286,46 @@ def test_small_tool_input_is_not_copied() -> None:
 
 def test_task_notification_attachment() -> None:
     """A queued task-notification attachment becomes a neutral notification block."""
-    prompt = ("<task-notification>\n<task-id>b7636e2</task-id>\n<status>completed</status>\n"
-              "<summary>Background command \"tests\" completed (exit code 0)</summary>\n"
-              "</task-notification>")
-    rec = {"type": "attachment", "sessionId": "s", "isSidechain": False,
-           "attachment": {"type": "queued_command", "prompt": prompt,
-                          "commandMode": "task-notification"}}
+    prompt = (
+        "<task-notification>\n<task-id>b7636e2</task-id>\n<status>completed</status>\n"
+        '<summary>Background command "tests" completed (exit code 0)</summary>\n'
+        "</task-notification>"
+    )
+    rec = {
+        "type": "attachment",
+        "sessionId": "s",
+        "isSidechain": False,
+        "attachment": {
+            "type": "queued_command",
+            "prompt": prompt,
+            "commandMode": "task-notification",
+        },
+    }
     result = project_line(orjson.dumps(rec))
     assert result.publish
     event = orjson.loads(orjson.dumps(result.event))
     assert event["type"] == "attachment"
-    assert event["blocks"] == [{
-        "kind": "notification",
-        "source": "task-notification",
-        "text": prompt,
-        "summary": 'Background command "tests" completed (exit code 0)',
-    }]
+    assert event["blocks"] == [
+        {
+            "kind": "notification",
+            "source": "task-notification",
+            "text": prompt,
+            "summary": 'Background command "tests" completed (exit code 0)',
+        }
+    ]
 
 
 def test_queued_prompt_attachment_shows_the_words() -> None:
     """A prompt queued while Claude worked is published as the user's text."""
-    rec = {"type": "attachment", "sessionId": "s",
-           "attachment": {"type": "queued_command", "prompt": "also fix docs",
-                          "commandMode": "prompt"}}
+    rec = {
+        "type": "attachment",
+        "sessionId": "s",
+        "attachment": {
+            "type": "queued_command",
+            "prompt": "also fix docs",
+            "commandMode": "prompt",
+        },
+    }
     event = orjson.loads(orjson.dumps(project_line(orjson.dumps(rec)).event))
     assert event["blocks"] == [{"kind": "text", "text": "also fix docs"}]
 
@@ -288,10 +338,13 @@ def test_unknown_content_item_is_neutral_block() -> None:
 
 def test_server_tool_and_its_result() -> None:
     """server_tool_use and web_search_tool_result pair up as tool / tool_result."""
-    got = blocks("assistant", [
-        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
-        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
-    ])
+    got = blocks(
+        "assistant",
+        [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        ],
+    )
     assert got[0]["kind"] == "tool" and got[1]["kind"] == "tool_result"
     assert got[0]["toolUseId"] == got[1]["toolUseId"] == "srvtoolu_1"
 
@@ -325,6 +378,13 @@ def test_truncated_fields_list_is_bounded() -> None:
 def test_document_block_reports_size_not_data() -> None:
     """A base64 document (PDF) becomes {kind: document, mediaType, bytes} without its data."""
     data = base64.b64encode(b"%PDF" + b"\0" * 1000).decode()
-    got = blocks("user", [{"type": "document", "source": {
-        "type": "base64", "media_type": "application/pdf", "data": data}}])
+    got = blocks(
+        "user",
+        [
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": data},
+            }
+        ],
+    )
     assert got == [{"kind": "document", "mediaType": "application/pdf", "bytes": 1004}]

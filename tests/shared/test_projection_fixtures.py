@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from shared.projection import Projected, project_line
+from relaybus.shared.transcript.projection import Projected, project_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
 FILES = sorted(FIXTURES.glob("*.jsonl"))
@@ -117,8 +117,20 @@ def test_compacted_session_titles_and_turns() -> None:
 
 
 _ODD_VALUES: list[object] = [
-    None, True, 0, -1, 1.5, "", "x" * 70_000, [], {}, [None], {"": None},
-    "<tool_use_error>", "<command-name>", "[Request interrupted by user",
+    None,
+    True,
+    0,
+    -1,
+    1.5,
+    "",
+    "x" * 70_000,
+    [],
+    {},
+    [None],
+    {"": None},
+    "<tool_use_error>",
+    "<command-name>",
+    "[Request interrupted by user",
     "2026-13-45T99:99:99.999Z",
 ]
 

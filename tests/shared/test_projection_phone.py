@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.projection import Projected, project_line
+from relaybus.shared.transcript.projection import Projected, project_line
 from tests.shared.test_projection import assistant, encoded, line, user
 
 CLI = Path(__file__).resolve().parents[1] / "data" / "claude-cli-2.1.332"
@@ -20,8 +20,16 @@ PRINT_TOOLS = CLI / "print-tools" / "5bbaef86-2e70-4548-8aa6-91403e6659d5.jsonl"
 SUBAGENT = CLI / "print-tools" / "5bbaef86-2e70-4548-8aa6-91403e6659d5" / "subagents"
 #: Record types of the 2.1.332 files that carry nothing a person reads.
 BOOKKEEPING = {
-    "api-request", "api-request-shape", "api-request-blob", "atis-latch", "tools-used",
-    "cost-state", "last-prompt", "mode", "permission-mode", "queue-operation",
+    "api-request",
+    "api-request-shape",
+    "api-request-blob",
+    "atis-latch",
+    "tools-used",
+    "cost-state",
+    "last-prompt",
+    "mode",
+    "permission-mode",
+    "queue-operation",
     "file-history-snapshot",
 }
 
@@ -65,10 +73,18 @@ def test_real_cli_print_run_publishes_content_only() -> None:
 def test_agent_id_is_lifted_onto_the_agent_tool_result() -> None:
     """The Agent call's tool_result names the sub-agent; its events carry the same agentId."""
     results = [r for _, r in _project(PRINT_TOOLS) if r.event]
-    tools = {b["toolUseId"]: b["name"] for r in results for b in r.event["blocks"]  # type: ignore[index]
-             if b["kind"] == "tool"}
-    agent_results = [b for r in results for b in r.event["blocks"]  # type: ignore[index]
-                     if b["kind"] == "tool_result" and tools.get(b["toolUseId"]) == "Agent"]
+    tools = {
+        b["toolUseId"]: b["name"]
+        for r in results
+        for b in r.event["blocks"]  # type: ignore[index]
+        if b["kind"] == "tool"
+    }
+    agent_results = [
+        b
+        for r in results
+        for b in r.event["blocks"]  # type: ignore[index]
+        if b["kind"] == "tool_result" and tools.get(b["toolUseId"]) == "Agent"
+    ]
     assert [b["agentId"] for b in agent_results] == ["aea44ec78cd97dba1"]
     sub = [r for _, r in _project(next(SUBAGENT.glob("*.jsonl"))) if r.publish]
     assert sub and all(r.event and r.event["agentId"] == "aea44ec78cd97dba1" for r in sub)
@@ -76,20 +92,38 @@ def test_agent_id_is_lifted_onto_the_agent_tool_result() -> None:
 
 def test_api_error_retry_is_a_readable_notice() -> None:
     """system/api_error (no content) becomes "API error 529 — retrying, 1/10"."""
-    raw = line("system", subtype="api_error", level="error", retryAttempt=1, maxRetries=10,
-               retryInMs=500, error={"status": 529, "message": "overloaded"})
+    raw = line(
+        "system",
+        subtype="api_error",
+        level="error",
+        retryAttempt=1,
+        maxRetries=10,
+        retryInMs=500,
+        error={"status": 529, "message": "overloaded"},
+    )
     event = encoded(project_line(raw))
-    assert event["blocks"] == [{"kind": "notification", "source": "api_error", "status": 529,
-                                "attempt": 1, "maxRetries": 10,
-                                "text": "API error 529 — retrying, 1/10"}]
+    assert event["blocks"] == [
+        {
+            "kind": "notification",
+            "source": "api_error",
+            "status": 529,
+            "attempt": 1,
+            "maxRetries": 10,
+            "text": "API error 529 — retrying, 1/10",
+        }
+    ]
     bare = encoded(project_line(line("system", subtype="api_error", error={"message": "down"})))
     assert bare["blocks"][0]["text"] == "API error: down"
 
 
 def test_api_error_reply_carries_an_error_flag() -> None:
     """An assistant line flagged isApiErrorMessage / error: rate_limit is marked as an error."""
-    raw = assistant([{"type": "text", "text": "API Error: 429"}], isApiErrorMessage=True,
-                    apiErrorStatus=429, error="rate_limit")
+    raw = assistant(
+        [{"type": "text", "text": "API Error: 429"}],
+        isApiErrorMessage=True,
+        apiErrorStatus=429,
+        error="rate_limit",
+    )
     event = encoded(project_line(raw))
     assert (event["error"], event["errorCode"], event["errorStatus"]) == (True, "rate_limit", 429)
     assert "error" not in encoded(project_line(assistant([{"type": "text", "text": "fine"}])))
@@ -97,20 +131,29 @@ def test_api_error_reply_carries_an_error_flag() -> None:
 
 def test_ansi_escapes_are_stripped_from_command_output() -> None:
     """/compact stdout arrives with raw ESC[2m: the text block holds none of it."""
-    raw = user("<local-command-stdout>\x1b[2mCompacted (ctrl+o to see full summary)\x1b[22m"
-               "</local-command-stdout>")
+    raw = user(
+        "<local-command-stdout>\x1b[2mCompacted (ctrl+o to see full summary)\x1b[22m"
+        "</local-command-stdout>"
+    )
     assert encoded(project_line(raw))["blocks"] == [
         {"kind": "text", "text": "Compacted (ctrl+o to see full summary)"}
     ]
-    sys_raw = line("system", subtype="local_command",
-                   content="<local-command-stdout>\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[1;31mred"
-                           "\x1b[0m</local-command-stdout>")
+    sys_raw = line(
+        "system",
+        subtype="local_command",
+        content="<local-command-stdout>\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[1;31mred"
+        "\x1b[0m</local-command-stdout>",
+    )
     assert encoded(project_line(sys_raw))["blocks"][0]["text"] == "link red"
 
 
 @pytest.mark.parametrize(
     ("rtype", "field", "rank"),
-    [("custom-title", "customTitle", 5), ("agent-name", "agentName", 4), ("ai-title", "aiTitle", 3)],
+    [
+        ("custom-title", "customTitle", 5),
+        ("agent-name", "agentName", 4),
+        ("ai-title", "aiTitle", 3),
+    ],
 )
 def test_title_records_are_forwarded_with_raw_data(rtype: str, field: str, rank: int) -> None:
     """A title record is published as itself — type and raw data untouched — never rebuilt."""
@@ -139,9 +182,18 @@ def test_warmup_agent_prompt_is_dropped() -> None:
 
 def test_compaction_agent_and_summary_are_flagged() -> None:
     """acompact-* sub-agent lines carry compaction; the compact summary is marked collapsed."""
-    event = encoded(project_line(assistant([{"type": "text", "text": "summary"}],
-                                           isSidechain=True, agentId="acompact-1f2e")))
-    assert (event["sidechain"], event["agentId"], event["compaction"]) == (True, "acompact-1f2e", True)
+    event = encoded(
+        project_line(
+            assistant(
+                [{"type": "text", "text": "summary"}], isSidechain=True, agentId="acompact-1f2e"
+            )
+        )
+    )
+    assert (event["sidechain"], event["agentId"], event["compaction"]) == (
+        True,
+        "acompact-1f2e",
+        True,
+    )
     summary = encoded(project_line(user("This session is being continued…", isCompactSummary=True)))
     assert (summary["compactSummary"], summary["collapsed"]) == (True, True)
 
@@ -149,10 +201,17 @@ def test_compaction_agent_and_summary_are_flagged() -> None:
 def test_ask_user_question_answers_are_surfaced() -> None:
     """AskUserQuestion's answers are lifted onto its tool_result block."""
     raw = user(
-        [{"type": "tool_result", "tool_use_id": "t1",
-          "content": 'Your questions have been answered: "Which color?"="Blue".'}],
-        toolUseResult={"questions": [{"question": "Which color?"}],
-                       "answers": {"Which color?": "Blue"}},
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t1",
+                "content": 'Your questions have been answered: "Which color?"="Blue".',
+            }
+        ],
+        toolUseResult={
+            "questions": [{"question": "Which color?"}],
+            "answers": {"Which color?": "Blue"},
+        },
     )
     block = encoded(project_line(raw))["blocks"][0]
     assert (block["kind"], block["answers"]) == ("tool_result", {"Which color?": "Blue"})
@@ -161,12 +220,21 @@ def test_ask_user_question_answers_are_surfaced() -> None:
 @pytest.mark.parametrize(
     ("attachment", "text", "met"),
     [
-        ({"type": "goal_status", "met": False, "sentinel": True, "condition": "tests pass"},
-         "Goal set: tests pass", False),
-        ({"type": "goal_status", "met": False, "condition": "tests pass", "reason": "2 fail"},
-         "Goal not met yet: tests pass — 2 fail", False),
-        ({"type": "goal_status", "met": True, "condition": "tests pass"}, "Goal met: tests pass",
-         True),
+        (
+            {"type": "goal_status", "met": False, "sentinel": True, "condition": "tests pass"},
+            "Goal set: tests pass",
+            False,
+        ),
+        (
+            {"type": "goal_status", "met": False, "condition": "tests pass", "reason": "2 fail"},
+            "Goal not met yet: tests pass — 2 fail",
+            False,
+        ),
+        (
+            {"type": "goal_status", "met": True, "condition": "tests pass"},
+            "Goal met: tests pass",
+            True,
+        ),
     ],
 )
 def test_goal_status_attachments_are_surfaced(
@@ -181,8 +249,15 @@ def test_goal_status_attachments_are_surfaced(
 
 def test_ansi_escapes_are_stripped_from_tool_results() -> None:
     """Bash output with colour codes reaches the tool_result text without them."""
-    raw = user([{"type": "tool_result", "tool_use_id": "t1",
-                 "content": "\x1b[32mPASS\x1b[0m 3 tests\x1b[K"}])
+    raw = user(
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t1",
+                "content": "\x1b[32mPASS\x1b[0m 3 tests\x1b[K",
+            }
+        ]
+    )
     assert encoded(project_line(raw))["blocks"][0]["text"] == "PASS 3 tests"
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import redis.asyncio as aioredis
 
-from shared.redis_conn import connect
+from relaybus.shared.store.connection import connect
 from tests.conftest import make_settings
 from tests.support.servers import RedisServer
 

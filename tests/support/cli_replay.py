@@ -85,18 +85,31 @@ def record_of(rec: str, sid: str, *, agent_id: str | None) -> dict[str, Any]:
             content.append({"type": "text", "text": text})
         elif kind == "tool_use":
             name = tool_names[0] if tool_names else "Read"
-            content.append({"type": "tool_use", "id": ids[0] if ids else "toolu_x", "name": name,
-                            "input": {}})
+            content.append(
+                {"type": "tool_use", "id": ids[0] if ids else "toolu_x", "name": name, "input": {}}
+            )
         elif kind == "tool_result":
-            content.append({"type": "tool_result", "tool_use_id": ids[0] if ids else "toolu_x",
-                            "content": "ok"})
+            content.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": ids[0] if ids else "toolu_x",
+                    "content": "ok",
+                }
+            )
     if role == "user":
         return {**base, "type": "user", "message": {"role": "user", "content": content}}
     stop = _STOP.search(rec)
     stop_reason = None if stop is None or stop.group(1) == "None" else stop.group(1)
-    message = {"id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
-               "model": "claude-test", "content": content, "stop_reason": stop_reason,
-               "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    message = {
+        "id": f"msg_{uuid.uuid4().hex[:12]}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
     return {**base, "type": "assistant", "message": message}
 
 
@@ -119,7 +132,9 @@ class Replay:
             p.kill()
             p.wait(10)
 
-    def run(self, *, max_gap_s: float = 0.5, on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def run(
+        self, *, max_gap_s: float = 0.5, on_event: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         """Write the timeline's events with their timing (gaps capped at ``max_gap_s``)."""
         sessions = self.claude_dir / "sessions"
         sessions.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Run a real collector (``python -m collector``) as a subprocess, for end-to-end tests.
+"""Run a real collector (``python -m relaybus.collector``) as a subprocess, for end-to-end tests.
 
     proc = CollectorProc(redis_url=server.url, namespace=ns, claude_dir=claude_dir)
     proc.start()
@@ -24,7 +24,7 @@ from types import TracebackType
 
 import redis
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 from tests.support.procs import ManagedProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +70,9 @@ class CollectorProc(ManagedProcess):
 
     def start(self, *, wait_ready_s: float = 30.0) -> CollectorProc:
         """Start the process; wait until its heartbeat key exists (when ``wait_ready_s`` > 0)."""
-        self.spawn([sys.executable, "-m", "collector"], cwd=self.claude_dir.parent, env=self.env())
+        self.spawn(
+            [sys.executable, "-m", "relaybus.collector"], cwd=self.claude_dir.parent, env=self.env()
+        )
         if wait_ready_s > 0:
             self.wait_ready(wait_ready_s)
         return self
@@ -98,6 +100,9 @@ class CollectorProc(ManagedProcess):
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()

@@ -10,12 +10,12 @@ import orjson
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from collector.engine import Engine
-from collector.metrics import CollectorMetrics
-from collector.publisher import Publisher
-from shared import projection
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.collector.engine import Engine
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.publisher import Publisher
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript import projection
 from tests.support.collector_records import Entries
 
 

@@ -86,7 +86,9 @@ class UpProc:
     def start(self) -> UpProc:
         with self.out.open("wb") as out, self.err.open("wb") as err:
             # cwd: a directory without a .env file
-            self.proc = subprocess.Popen(self.args, cwd=self.tmp, env=self.env, stdout=out, stderr=err)
+            self.proc = subprocess.Popen(
+                self.args, cwd=self.tmp, env=self.env, stdout=out, stderr=err
+            )
         return self
 
     def wait_banner(self, timeout_s: float = 90.0) -> dict[str, str]:

@@ -109,8 +109,12 @@ def _last_user(body: dict[str, Any]) -> dict[str, Any]:
             if block.get("type") == "text":
                 texts.append(str(block.get("text", ""))[-500:])
             elif block.get("type") == "tool_result":
-                results.append({"tool_use_id": block.get("tool_use_id"),
-                                "is_error": bool(block.get("is_error"))})
+                results.append(
+                    {
+                        "tool_use_id": block.get("tool_use_id"),
+                        "is_error": bool(block.get("is_error")),
+                    }
+                )
         return {"texts": texts, "tool_results": results}
     return {"texts": [], "tool_results": []}
 
@@ -127,8 +131,9 @@ class FakeAnthropic:
         self._ids = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-anthropic",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fake-anthropic", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -194,8 +199,13 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             api.log({"at": time.time(), "method": "GET", "path": self.path, "kind": "other"})
-            self._json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                        "message": "fake API: no such endpoint"}})
+            self._json(
+                404,
+                {
+                    "type": "error",
+                    "error": {"type": "not_found_error", "message": "fake API: no such endpoint"},
+                },
+            )
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
@@ -204,8 +214,11 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             entry: dict[str, Any] = {
-                "at": time.time(), "method": "POST", "path": self.path,
-                "model": body.get("model"), "stream": bool(body.get("stream")),
+                "at": time.time(),
+                "method": "POST",
+                "path": self.path,
+                "model": body.get("model"),
+                "stream": bool(body.get("stream")),
                 "tools": [t.get("name") for t in body.get("tools") or []],
                 "last_user": _last_user(body),
                 "user_agent": self.headers.get("user-agent"),
@@ -216,8 +229,16 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 self._json(200, {"input_tokens": 42})
             elif path != "/v1/messages":
                 api.log({**entry, "kind": "other"})
-                self._json(404, {"type": "error", "error": {"type": "not_found_error",
-                                                            "message": "fake API: no such endpoint"}})
+                self._json(
+                    404,
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "not_found_error",
+                            "message": "fake API: no such endpoint",
+                        },
+                    },
+                )
             elif not entry["tools"]:
                 api.log({**entry, "kind": "side"})
                 self._answer(body, Turn(content=[{"type": "text", "text": SIDE_TEXT}]))
@@ -229,9 +250,16 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
         def _answer(self, body: dict[str, Any], turn: Turn) -> None:
             if turn.error is not None:
                 status = int(turn.error.get("status", 400))
-                self._json(status, {"type": "error", "error": {
-                    "type": turn.error.get("type", "invalid_request_error"),
-                    "message": turn.error.get("message", "fake API error")}})
+                self._json(
+                    status,
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": turn.error.get("type", "invalid_request_error"),
+                            "message": turn.error.get("message", "fake API error"),
+                        },
+                    },
+                )
                 return
             model = body.get("model") or api.model
             if not body.get("stream"):
@@ -252,12 +280,20 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
         def _message(self, model: str, turn: Turn, *, final: bool) -> dict[str, Any]:
             content = [_final_block(api, b) for b in turn.content] if final else []
             return {
-                "id": api.new_id("msg"), "type": "message", "role": "assistant", "model": model,
-                "content": content, "stop_reason": turn.final_stop if final else None,
+                "id": api.new_id("msg"),
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": turn.final_stop if final else None,
                 "stop_sequence": None,
-                "usage": {"input_tokens": 120, "cache_creation_input_tokens": 0,
-                          "cache_read_input_tokens": 0, "output_tokens": 1 if not final else 30,
-                          "service_tier": "standard"},
+                "usage": {
+                    "input_tokens": 120,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 1 if not final else 30,
+                    "service_tier": "standard",
+                },
             }
 
         def _event(self, name: str, data: dict[str, Any], delay_s: float = 0.0) -> None:
@@ -268,21 +304,31 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
         def _stream(self, model: str, turn: Turn) -> None:
             d = turn.delay_s
-            self._event("message_start", {"type": "message_start",
-                                          "message": self._message(model, turn, final=False)})
+            self._event(
+                "message_start",
+                {"type": "message_start", "message": self._message(model, turn, final=False)},
+            )
             self._event("ping", {"type": "ping"})
             for index, block in enumerate(turn.content):
                 kind = block.get("type")
                 if kind == "thinking":
                     start: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
-                    deltas = [{"type": "thinking_delta", "thinking": p}
-                              for p in _pieces(str(block.get("thinking", "")))]
+                    deltas = [
+                        {"type": "thinking_delta", "thinking": p}
+                        for p in _pieces(str(block.get("thinking", "")))
+                    ]
                     deltas.append({"type": "signature_delta", "signature": "ZmFrZS1zaWduYXR1cmU="})
                 elif kind == "tool_use":
-                    start = {"type": "tool_use", "id": block.get("id") or api.new_id("toolu"),
-                             "name": block["name"], "input": {}}
-                    deltas = [{"type": "input_json_delta", "partial_json": p}
-                              for p in _pieces(json.dumps(block.get("input", {})), 3)]
+                    start = {
+                        "type": "tool_use",
+                        "id": block.get("id") or api.new_id("toolu"),
+                        "name": block["name"],
+                        "input": {},
+                    }
+                    deltas = [
+                        {"type": "input_json_delta", "partial_json": p}
+                        for p in _pieces(json.dumps(block.get("input", {})), 3)
+                    ]
                 else:
                     start = {"type": "text", "text": ""}
                     text = str(block.get("text", ""))
@@ -290,16 +336,26 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                     if d:
                         pieces = [p + " " for p in pieces[:-1]] + pieces[-1:]
                     deltas = [{"type": "text_delta", "text": p} for p in pieces]
-                self._event("content_block_start", {"type": "content_block_start", "index": index,
-                                                    "content_block": start})
+                self._event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": start},
+                )
                 for delta in deltas:
-                    self._event("content_block_delta", {"type": "content_block_delta",
-                                                        "index": index, "delta": delta}, d)
+                    self._event(
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        d,
+                    )
                 self._event("content_block_stop", {"type": "content_block_stop", "index": index})
-            self._event("message_delta", {"type": "message_delta",
-                                           "delta": {"stop_reason": turn.final_stop,
-                                                     "stop_sequence": None},
-                                           "usage": {"output_tokens": 30}}, d)
+            self._event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": turn.final_stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 30},
+                },
+                d,
+            )
             self._event("message_stop", {"type": "message_stop"})
 
     return Handler
@@ -309,9 +365,16 @@ def _final_block(api: FakeAnthropic, block: dict[str, Any]) -> dict[str, Any]:
     """A scripted block as a complete (non-streamed) content block."""
     kind = block.get("type")
     if kind == "tool_use":
-        return {"type": "tool_use", "id": block.get("id") or api.new_id("toolu"),
-                "name": block["name"], "input": block.get("input", {})}
+        return {
+            "type": "tool_use",
+            "id": block.get("id") or api.new_id("toolu"),
+            "name": block["name"],
+            "input": block.get("input", {}),
+        }
     if kind == "thinking":
-        return {"type": "thinking", "thinking": block.get("thinking", ""),
-                "signature": "ZmFrZS1zaWduYXR1cmU="}
+        return {
+            "type": "thinking",
+            "thinking": block.get("thinking", ""),
+            "signature": "ZmFrZS1zaWduYXR1cmU=",
+        }
     return {"type": "text", "text": str(block.get("text", ""))}

@@ -153,8 +153,12 @@ def main(argv: list[str]) -> int:
     if log_path:
         with open(log_path, "a") as f:
             secrets = sorted(k for k in os.environ if k.startswith("RELAYBUS_") or "REDIS" in k)
-            f.write(json.dumps({"argv": argv, "cwd": os.getcwd(), "pid": os.getpid(),
-                                "secretEnv": secrets}) + "\n")
+            f.write(
+                json.dumps(
+                    {"argv": argv, "cwd": os.getcwd(), "pid": os.getpid(), "secretEnv": secrets}
+                )
+                + "\n"
+            )
     headless, sid, new, message = _parse(argv)
     if sid is None:
         print("stand-in claude needs --resume or --session-id", file=sys.stderr)

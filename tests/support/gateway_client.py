@@ -15,8 +15,14 @@ Frame = dict[str, Any]
 
 
 class WsClient:
-    def __init__(self, url: str, *, token: str | None = None, query_token: bool = False,
-                 max_size: int | None = 16 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        query_token: bool = False,
+        max_size: int | None = 16 * 1024 * 1024,
+    ) -> None:
         self.url = url
         self.headers: dict[str, str] = {}
         if token is not None and query_token:
@@ -30,18 +36,26 @@ class WsClient:
         self.n_events = 0
 
     async def __aenter__(self) -> WsClient:
-        self.ws = await connect(self.url, additional_headers=self.headers, compression=None,
-                                max_size=self.max_size, open_timeout=20)
+        self.ws = await connect(
+            self.url,
+            additional_headers=self.headers,
+            compression=None,
+            max_size=self.max_size,
+            open_timeout=20,
+        )
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         assert self.ws is not None
         await self.ws.close()
 
     async def send(self, frame: Frame | str | bytes) -> None:
         assert self.ws is not None
-        await self.ws.send(frame if isinstance(frame, str | bytes) else orjson.dumps(frame).decode())
+        await self.ws.send(
+            frame if isinstance(frame, str | bytes) else orjson.dumps(frame).decode()
+        )
 
     async def recv(self, wait_s: float = 10.0) -> Frame:
         assert self.ws is not None
@@ -88,8 +102,11 @@ class WsClient:
         return [f for f in self.received if f["type"] == type_]
 
     def events(self, sid: str | None = None) -> list[Frame]:
-        return [f for f in self.received if f["type"] == "session_event"
-                and (sid is None or f["sessionId"] == sid)]
+        return [
+            f
+            for f in self.received
+            if f["type"] == "session_event" and (sid is None or f["sessionId"] == sid)
+        ]
 
 
 FULL = ["session_subscriptions", "turn_status_observe"]

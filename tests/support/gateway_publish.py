@@ -10,10 +10,16 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shared import frames
-from shared.appendlog import AppendBatch, Appended, EpochChanged, LogAppender, OutEvent
-from shared.keys import Keys
-from shared.redis_conn import ensure_epoch
+from relaybus.shared.store.appendlog import (
+    AppendBatch,
+    Appended,
+    EpochChanged,
+    LogAppender,
+    OutEvent,
+)
+from relaybus.shared.store.connection import ensure_epoch
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire import frames
 
 
 def now_ms() -> int:
@@ -34,7 +40,11 @@ class Publisher:
         self.keys = keys
         self.host = host
         self.appender = LogAppender(
-            client, keys, host, log_maxlen=log_maxlen, session_maxlen=session_maxlen,
+            client,
+            keys,
+            host,
+            log_maxlen=log_maxlen,
+            session_maxlen=session_maxlen,
             session_ttl_s=3600,
         )
         self.epoch = ""
@@ -59,14 +69,22 @@ class Publisher:
             sid, cwd=cwd, entrypoint="cli", host=self.host, title=title, started_at=at
         )
         hash_updates = {
-            "id": sid, "host": self.host, "cwd": cwd, "entrypoint": "cli",
-            "startedAt": str(at), "lastActivity": str(at), "live": "1",
-            "state": "idle", "since": str(at),
+            "id": sid,
+            "host": self.host,
+            "cwd": cwd,
+            "entrypoint": "cli",
+            "startedAt": str(at),
+            "lastActivity": str(at),
+            "live": "1",
+            "state": "idle",
+            "since": str(at),
         }
         if title:
             hash_updates["title"] = title
         batch = AppendBatch(
-            sid, [OutEvent(frames.SESSION_STARTED, prefix)], hash_updates=hash_updates,
+            sid,
+            [OutEvent(frames.SESSION_STARTED, prefix)],
+            hash_updates=hash_updates,
             activity_ms=at,
         )
         return await self._append(batch)
@@ -75,8 +93,10 @@ class Publisher:
         self, sid: str, texts: list[str], *, data_bytes: int = 0, stamp_ms: int | None = None
     ) -> Appended:
         """One ``session_event`` per text (user/text block, raw line in ``data``)."""
-        evs = [OutEvent(frames.SESSION_EVENT, event_prefix(sid, t, data_bytes), True, True)
-               for t in texts]
+        evs = [
+            OutEvent(frames.SESSION_EVENT, event_prefix(sid, t, data_bytes), True, True)
+            for t in texts
+        ]
         at = now_ms()
         batch = AppendBatch(sid, evs, hash_updates={"lastActivity": str(at)}, activity_ms=at)
         return await self._append(batch, stamp_ms)
@@ -84,15 +104,17 @@ class Publisher:
     async def turn(self, sid: str, state: str, *, since: int = 1_700_000_000_000) -> Appended:
         prefix = frames.turn_status(sid, state=state, since=since)
         batch = AppendBatch(
-            sid, [OutEvent(frames.TURN_STATUS, prefix)],
+            sid,
+            [OutEvent(frames.TURN_STATUS, prefix)],
             hash_updates={"state": state, "since": str(since)},
         )
         return await self._append(batch)
 
     async def end(self, sid: str) -> Appended:
         prefix = frames.session_ended(sid, reason="exit")
-        batch = AppendBatch(sid, [OutEvent(frames.SESSION_ENDED, prefix)],
-                            hash_updates={"live": "0"})
+        batch = AppendBatch(
+            sid, [OutEvent(frames.SESSION_ENDED, prefix)], hash_updates={"live": "0"}
+        )
         return await self._append(batch)
 
 

@@ -1,4 +1,4 @@
-"""Gateways for tests: in-process uvicorn on a free port, or ``python -m gateway`` processes."""
+"""Gateways for tests: in-process uvicorn on a free port, or ``python -m relaybus.gateway`` processes."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from gateway.app import create_app
-from gateway.main import _Server, uvicorn_config
-from gateway.runtime import Runtime
-from shared.settings import Settings
+from relaybus.gateway.app import create_app
+from relaybus.gateway.main import _Server, uvicorn_config
+from relaybus.gateway.runtime import Runtime
+from relaybus.shared.settings import Settings
 from tests.support.procs import ManagedProcess, http_ok
 from tests.support.servers import free_port
 
@@ -79,32 +79,49 @@ async def running_gateway(settings: Settings, **runtime_kw: Any) -> AsyncIterato
                 aw: Any = t.get_coro()
                 while aw is not None:
                     frame = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
-                    print("  ", t.get_name(), type(aw).__name__,
-                          frame.f_code.co_filename if frame else "", frame.f_lineno if frame else "")
+                    print(
+                        "  ",
+                        t.get_name(),
+                        type(aw).__name__,
+                        frame.f_code.co_filename if frame else "",
+                        frame.f_lineno if frame else "",
+                    )
                     aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
             raise
 
 
 class GatewayProc(ManagedProcess, _LoopbackUrls):
-    """``python -m gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
+    """``python -m relaybus.gateway`` as a subprocess (for SIGKILL and multi-process tests)."""
 
     name = "gateway"
 
-    def __init__(self, *, redis_url: str, namespace: str, tokens: str = "full-token,ro-token:read",
-                 env: dict[str, str] | None = None, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        redis_url: str,
+        namespace: str,
+        tokens: str = "full-token,ro-token:read",
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
         super().__init__(log_path)
         self.port = free_port()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
-        self.env.update({
-            "RELAYBUS_REDIS_URL": redis_url, "RELAYBUS_NAMESPACE": namespace,
-            "RELAYBUS_TOKENS": tokens, "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
-            "RELAYBUS_GATEWAY_PORT": str(self.port), "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
-            "PYTHONUNBUFFERED": "1",
-        })
+        self.env.update(
+            {
+                "RELAYBUS_REDIS_URL": redis_url,
+                "RELAYBUS_NAMESPACE": namespace,
+                "RELAYBUS_TOKENS": tokens,
+                "RELAYBUS_GATEWAY_HOST": "127.0.0.1",
+                "RELAYBUS_GATEWAY_PORT": str(self.port),
+                "RELAYBUS_REDIS_SOCKET_TIMEOUT_S": "2",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         self.env.update(env or {})
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
-        self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env)
+        self.spawn([sys.executable, "-m", "relaybus.gateway"], cwd=REPO, env=self.env)
         try:
             self.wait_until(lambda: http_ok(f"{self.http}/readyz"), timeout_s)
         except TimeoutError:

@@ -47,7 +47,9 @@ def claude_binary() -> Path:
 def unavailable() -> str | None:
     """Why the real-CLI rig cannot run here (one line), or ``None`` when it can."""
     if not os.access(claude_binary(), os.X_OK):
-        return f"real-CLI tests skipped: no Claude Code CLI at {claude_binary()} (run scripts/check)"
+        return (
+            f"real-CLI tests skipped: no Claude Code CLI at {claude_binary()} (run scripts/check)"
+        )
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return "real-CLI tests skipped: unshare or ip (util-linux, iproute2) not installed"
     try:
@@ -74,24 +76,44 @@ def run_isolated(target: str, workdir: Path, timeout_s: float = 105.0) -> dict[s
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "result.json"
     log = workdir / "inside.log"
-    argv = ["unshare", "--net", "--", sys.executable, "-m", "tests.support.netns_inside",
-            target, str(workdir), str(out), str(max(10.0, timeout_s - 15))]
+    argv = [
+        "unshare",
+        "--net",
+        "--",
+        sys.executable,
+        "-m",
+        "tests.support.netns_inside",
+        target,
+        str(workdir),
+        str(out),
+        str(max(10.0, timeout_s - 15)),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "RELAYBUS_TEST_CLAUDE_BIN": str(claude_binary())}
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                                stdout=err, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             code = proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-            raise ScenarioFailed(f"{target} still running after {timeout_s}s:\n{_tail(log)}") from None
+            raise ScenarioFailed(
+                f"{target} still running after {timeout_s}s:\n{_tail(log)}"
+            ) from None
     if not out.exists():
         raise ScenarioFailed(f"{target} exited {code} without a result:\n{_tail(log)}")
     result = json.loads(out.read_text())
     if not result.get("ok"):
-        raise ScenarioFailed(f"{target} failed inside the namespace:\n{result.get('error')}\n"
-                             f"--- log:\n{_tail(log)}")
+        raise ScenarioFailed(
+            f"{target} failed inside the namespace:\n{result.get('error')}\n--- log:\n{_tail(log)}"
+        )
     value: dict[str, Any] = result["result"]
     return value
 

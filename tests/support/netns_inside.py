@@ -59,7 +59,10 @@ def main(argv: list[str]) -> int:
         assert_isolated()
         bring_up_loopback()
         assert_isolated()
-        result: dict[str, Any] = {"ok": True, "result": asyncio.run(_run(load(target), workdir, budget))}
+        result: dict[str, Any] = {
+            "ok": True,
+            "result": asyncio.run(_run(load(target), workdir, budget)),
+        }
     except BaseException:
         result = {"ok": False, "error": traceback.format_exc()}
     out.write_text(json.dumps(result, default=str))

@@ -30,7 +30,10 @@ class ManagedProcess:
         err = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 - closed below
         try:
             self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                argv,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.DEVNULL,
                 stderr=err if err is not None else subprocess.DEVNULL,
             )
         finally:

@@ -10,7 +10,6 @@ import base64
 import os
 import socket
 import struct
-import time
 
 import orjson
 
@@ -32,16 +31,21 @@ def ws_frame(payload: bytes, opcode: int = 0x1) -> bytes:
 class DeafClient:
     """Opens ``/ws``, sends what it is told, and never reads past the handshake."""
 
-    def __init__(self, port: int, *, token: str | None = None, rcvbuf: int = 4096,
-                 origin: str | None = None) -> None:
+    def __init__(
+        self, port: int, *, token: str | None = None, rcvbuf: int = 4096, origin: str | None = None
+    ) -> None:
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(10)
         self.sock.connect(("127.0.0.1", port))
         key = base64.b64encode(os.urandom(16)).decode()
         lines = [
-            "GET /ws HTTP/1.1", f"Host: 127.0.0.1:{port}", "Upgrade: websocket",
-            "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13",
+            "GET /ws HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
         ]
         if token is not None:
             lines.append(f"Authorization: Bearer {token}")
@@ -118,18 +122,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def wait_until(pred: object, timeout_s: float, step_s: float = 0.05) -> bool:
-    """Poll ``pred()`` until true or ``timeout_s``; the last result."""
-    assert callable(pred)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if pred():
-            return True
-        if time.monotonic() > deadline:
-            return bool(pred())
-        time.sleep(step_s)
 
 
 def open_sockets(pid: int, port: int) -> int:

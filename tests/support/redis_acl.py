@@ -35,5 +35,6 @@ def load_acl(srv: RedisServer, namespace: str) -> dict[str, str]:
     finally:
         admin.close()
     return {
-        role: f"redis://relaybus-{role}:{pw}@127.0.0.1:{srv.port}/0" for role, pw in passwords.items()
+        role: f"redis://relaybus-{role}:{pw}@127.0.0.1:{srv.port}/0"
+        for role, pw in passwords.items()
     }

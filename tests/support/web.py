@@ -36,11 +36,13 @@ CHROMIUM_ARGS = [
 
 
 class GatewayProc(ManagedProcess):
-    """``python -m gateway`` on a fixed loopback port (kept across restarts)."""
+    """``python -m relaybus.gateway`` on a fixed loopback port (kept across restarts)."""
 
     name = "gateway"
 
-    def __init__(self, *, redis_url: str, namespace: str, workdir: Path, token: str = TOKEN) -> None:
+    def __init__(
+        self, *, redis_url: str, namespace: str, workdir: Path, token: str = TOKEN
+    ) -> None:
         super().__init__(workdir / "gateway.log")
         self.redis_url = redis_url
         self.namespace = namespace
@@ -67,7 +69,7 @@ class GatewayProc(ManagedProcess):
         return env
 
     def start(self, timeout_s: float = 30.0) -> GatewayProc:
-        self.spawn([sys.executable, "-m", "gateway"], cwd=REPO, env=self.env())
+        self.spawn([sys.executable, "-m", "relaybus.gateway"], cwd=REPO, env=self.env())
         self.wait_until(lambda: http_ok(f"{self.url}readyz"), timeout_s)
         return self
 
@@ -79,7 +81,9 @@ def _record(sid: str, rtype: str, **extra: Any) -> bytes:
     return line(record(sid, rtype, **extra))
 
 
-def _assistant(sid: str, content: list[dict[str, Any]], stop: str | None = None, **extra: Any) -> bytes:
+def _assistant(
+    sid: str, content: list[dict[str, Any]], stop: str | None = None, **extra: Any
+) -> bytes:
     return _record(sid, "assistant", message=assistant_message(content, stop), **extra)
 
 
@@ -123,8 +127,13 @@ def edit_result(sid: str, tool_id: str, path: str, hunks: list[dict[str, Any]]) 
         "newString": "y",
         "originalFile": "",
         "structuredPatch": [
-            {"oldStart": h["oldStart"], "oldLines": 1, "newStart": h["oldStart"], "newLines": 1,
-             "lines": h["lines"]}
+            {
+                "oldStart": h["oldStart"],
+                "oldLines": 1,
+                "newStart": h["oldStart"],
+                "newLines": 1,
+                "lines": h["lines"],
+            }
             for h in hunks
         ],
         "userModified": False,
@@ -161,7 +170,8 @@ def image_result(sid: str, tool_id: str, n_bytes: int) -> bytes:
     item = {
         "type": "tool_result",
         "tool_use_id": tool_id,
-        "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                  "data": data}}],
+        "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+        ],
     }
     return _record(sid, "user", message={"role": "user", "content": [item]})

@@ -51,7 +51,12 @@ class Stack:
         append(path, b"".join(lines))
 
     def live_process(
-        self, sid: str, status: str, waiting_for: str | None = None, *, pid: int | None = None,
+        self,
+        sid: str,
+        status: str,
+        waiting_for: str | None = None,
+        *,
+        pid: int | None = None,
         cwd: str = "/home/dev/project",
     ) -> Path:
         """A ``sessions/<pid>.json`` file naming an alive process (this one by default)."""
@@ -66,8 +71,13 @@ class Stack:
         return path
 
 
-def _stack(server: RedisServer, namespace: str, claude_dir: Path, tmp_path: Path,
-           env: dict[str, str] | None = None) -> Iterator[Stack]:
+def _stack(
+    server: RedisServer,
+    namespace: str,
+    claude_dir: Path,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+) -> Iterator[Stack]:
     collector = CollectorProc(
         redis_url=server.url, namespace=namespace, claude_dir=claude_dir, env=env
     )
@@ -134,7 +144,9 @@ def approval_stack(
 
 @pytest.fixture(scope="module")
 def playwright_instance() -> Iterator[Playwright]:
-    assert Path(CHROMIUM).exists(), "Debian's chromium package is required (apt-get install chromium)"
+    assert Path(CHROMIUM).exists(), (
+        "Debian's chromium package is required (apt-get install chromium)"
+    )
     with sync_playwright() as pw:
         yield pw
 
@@ -151,7 +163,10 @@ def browser(playwright_instance: Playwright) -> Iterator[Browser]:
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
     ctx = browser.new_context(
-        viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True,
+        viewport=PHONE,
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
         service_workers="block",
     )
     ctx.set_default_timeout(20_000)

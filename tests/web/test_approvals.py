@@ -30,7 +30,10 @@ class Hook:
         with open(stdin, "rb") as fed:
             self.proc = subprocess.Popen(
                 [str(RELAYBUS), "hook", "permission-request"],
-                stdin=fed, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                stdin=fed,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
             )
 
     def decision(self, timeout_s: float = 60) -> dict[str, Any]:
@@ -87,5 +90,7 @@ def test_permission_request_is_answered_from_the_page(
     card.locator("button", has_text=choice).click()
     decision = hooks[0].decision()
     assert decision["behavior"] == ("allow" if choice == "Approve" else "deny")
-    expect(card.locator(".decision")).to_have_text("Approved" if choice == "Approve" else "Rejected")
+    expect(card.locator(".decision")).to_have_text(
+        "Approved" if choice == "Approve" else "Rejected"
+    )
     expect(card.locator("button")).to_have_count(0)

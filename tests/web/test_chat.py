@@ -48,11 +48,27 @@ def test_tool_rows_results_diffs_and_neutral_blocks(page: Page, stack: Stack) ->
         w.thinking(sid, "Probably the session check."),
         w.tool_use(sid, "tu_read", "Read", {"file_path": "/home/dev/project/src/foo.tsx"}),
         w.tool_result(sid, "tu_read", "line one\nline two\n"),
-        w.tool_use(sid, "tu_edit", "Edit", {"file_path": "/home/dev/project/app.py",
-                                            "old_string": "pass", "new_string": "return ok"}),
-        w.edit_result(sid, "tu_edit", "/home/dev/project/app.py",
-                      [{"oldStart": 3, "lines": [" def login():", "-    pass", "+    return ok",
-                                                 "+    # checked"]}]),
+        w.tool_use(
+            sid,
+            "tu_edit",
+            "Edit",
+            {
+                "file_path": "/home/dev/project/app.py",
+                "old_string": "pass",
+                "new_string": "return ok",
+            },
+        ),
+        w.edit_result(
+            sid,
+            "tu_edit",
+            "/home/dev/project/app.py",
+            [
+                {
+                    "oldStart": 3,
+                    "lines": [" def login():", "-    pass", "+    return ok", "+    # checked"],
+                }
+            ],
+        ),
         w.tool_use(sid, "tu_bash", "Bash", {"command": "npm test", "description": "Run tests"}),
         w.tool_result(sid, "tu_bash", "<tool_use_error>npm: not found</tool_use_error>"),
         w.tool_use(sid, "tu_task", "Task", {"description": "Explore the repo", "prompt": "go"}),
@@ -101,7 +117,9 @@ def test_tool_rows_results_diffs_and_neutral_blocks(page: Page, stack: Stack) ->
     expect(page.locator(".neutral", has_text="hologram")).to_contain_text(
         "a block kind from the future"
     )
-    expect(page.locator(".neutral", has_text="unknown event type: brand-new-record")).to_have_count(1)
+    expect(page.locator(".neutral", has_text="unknown event type: brand-new-record")).to_have_count(
+        1
+    )
     thinking = page.locator("details.thinking")
     expect(thinking).not_to_have_attribute("open", "")
     thinking.locator("summary").click()
@@ -135,14 +153,19 @@ def test_session_list_updates_live_and_sorts_by_activity(page: Page, stack: Stac
     expect(rows.first.locator(".stitle")).to_have_text("Refactor the billing module")
 
 
-def test_sessions_from_two_machines_share_one_list(page: Page, stack: Stack, tmp_path: Path) -> None:
+def test_sessions_from_two_machines_share_one_list(
+    page: Page, stack: Stack, tmp_path: Path
+) -> None:
     """A second machine's collector adds its sessions to the same list, each row naming its host."""
     other_dir = tmp_path / "laptop-claude"
     (other_dir / "projects").mkdir(parents=True)
     (other_dir / "sessions").mkdir()
     laptop = CollectorProc(
-        redis_url=stack.server.url, namespace=stack.namespace, claude_dir=other_dir,
-        host_id="laptop", log_path=tmp_path / "collector-laptop.log",
+        redis_url=stack.server.url,
+        namespace=stack.namespace,
+        claude_dir=other_dir,
+        host_id="laptop",
+        log_path=tmp_path / "collector-laptop.log",
     )
     try:
         laptop.start()

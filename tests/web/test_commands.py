@@ -40,7 +40,9 @@ def test_prompt_echo_is_replaced_by_the_real_event_once(
     expect(page.locator("#messages .bubble", has_text="Done: add a docstring")).to_have_count(1)
     expect(page.locator(".echo")).to_have_count(0)
     expect(mine).to_have_count(1)
-    expect(page.locator("#messages .item.user .bubble", has_text="add a docstring")).to_have_count(1)
+    expect(page.locator("#messages .item.user .bubble", has_text="add a docstring")).to_have_count(
+        1
+    )
     expect(page.locator("#messages .bubble")).to_have_text(
         ["hello", "Hi!", "add a docstring", "Looking at: add a docstring", "Done: add a docstring"]
     )

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from shared.commands import reservation_key
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import reservation_key
 from tests.support import web as w
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import poll, transcript
+from tests.support.collector_records import transcript
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 from tests.support.web import TOKEN, GatewayProc
 
 OldStack = tuple[str, Path, list[str], GatewayProc, CollectorProc]
@@ -91,7 +92,9 @@ async def _listed(client: WsClient, sid: str) -> dict[str, object]:
         await asyncio.sleep(0.2)
 
 
-async def _watch(client: WsClient, sid: str, want: int) -> tuple[dict[str, object], list[dict[str, object]]]:
+async def _watch(
+    client: WsClient, sid: str, want: int
+) -> tuple[dict[str, object], list[dict[str, object]]]:
     await client.send({"type": "watch_session", "sessionId": sid, "requestId": "w"})
     ack = await client.expect("watch_ack", wait_s=30)
     await client.until(lambda _r: len(client.events(sid)) >= want, wait_s=30)
@@ -153,7 +156,9 @@ async def test_watching_a_reserved_new_conversation_is_an_empty_replay(
     new_sid = str(uuid.uuid4())
     client = redis.Redis.from_url(server.url)
     try:
-        client.hset(reservation_key(Keys(namespace), new_sid), mapping={"host": "testhost", "cwd": "/tmp"})
+        client.hset(
+            reservation_key(Keys(namespace), new_sid), mapping={"host": "testhost", "cwd": "/tmp"}
+        )
     finally:
         client.close()
     async with WsClient(_ws_url(gw), token=TOKEN) as a:

@@ -80,7 +80,9 @@ def test_each_row_says_its_state_and_older_sessions_come_last(
     sleepers[-1].kill()  # the process exits and its live file goes: the session ends
     sleepers[-1].wait()
     gone.unlink()
-    expect(page.locator(f'.srow[data-session-id="{ended}"]')).to_have_attribute("data-state", "ended")
+    expect(page.locator(f'.srow[data-session-id="{ended}"]')).to_have_attribute(
+        "data-state", "ended"
+    )
 
     row = page.locator(f'.srow[data-session-id="{working}"]')
     expect(row).to_have_attribute("data-state", "working")
@@ -161,7 +163,9 @@ def test_new_conversation_picks_a_machine_and_a_recent_directory_and_streams_the
     sid = str(uuid.uuid4())
     path = fake_claude.transcript_path(command_stack.claude_dir, str(cwd), sid)
     path.parent.mkdir(parents=True, exist_ok=True)
-    command_stack.write(path, w.prompt(sid, "hello", cwd=str(cwd)), w.reply(sid, "Hi!", cwd=str(cwd)))
+    command_stack.write(
+        path, w.prompt(sid, "hello", cwd=str(cwd)), w.reply(sid, "Hi!", cwd=str(cwd))
+    )
     open_app(page, command_stack)
     page.locator("#new-conv").click()
     expect(page.locator("#newconv-view")).to_be_visible()

@@ -18,11 +18,20 @@ from tests.web.conftest import Stack, artifacts_dir, open_app
 
 
 def _ev(seq: int, etype: str, *blocks: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"kind": "event", "seqId": seq, "event": {"type": etype, "blocks": list(blocks), **extra}}
+    return {
+        "kind": "event",
+        "seqId": seq,
+        "event": {"type": etype, "blocks": list(blocks), **extra},
+    }
 
 
 def _task(seq: int, tool_id: str, description: str) -> dict[str, Any]:
-    block = {"kind": "tool", "toolUseId": tool_id, "name": "Task", "input": {"description": description}}
+    block = {
+        "kind": "tool",
+        "toolUseId": tool_id,
+        "name": "Task",
+        "input": {"description": description},
+    }
     return _ev(seq, "assistant", block)
 
 
@@ -31,7 +40,12 @@ def _side(seq: int, text: str, **ids: str) -> dict[str, Any]:
 
 
 def _result(seq: int, tool_id: str, text: str, agent_id: str | None = None) -> dict[str, Any]:
-    block: dict[str, Any] = {"kind": "tool_result", "toolUseId": tool_id, "isError": False, "text": text}
+    block: dict[str, Any] = {
+        "kind": "tool_result",
+        "toolUseId": tool_id,
+        "isError": False,
+        "text": text,
+    }
     if agent_id:
         block["agentId"] = agent_id
     return _ev(seq, "user", block)
@@ -51,9 +65,20 @@ ITEMS = [
     _side(9, "parser: done", agentId="a1"),
     _result(10, "t1", "The parser is a single pass.", "a1"),
     _side(11, "summarising the conversation", agentId="acompact-7f3"),
-    _ev(12, "user", {"kind": "text", "text": "This session is being continued... (a long summary)"},
-        compactSummary=True),
-    _ev(13, "assistant", {"kind": "text", "text": "It is **4**: see `count()` and\n- one\n- two\n<img src=x onerror=\"window.__pwned=1\">"}),
+    _ev(
+        12,
+        "user",
+        {"kind": "text", "text": "This session is being continued... (a long summary)"},
+        compactSummary=True,
+    ),
+    _ev(
+        13,
+        "assistant",
+        {
+            "kind": "text",
+            "text": 'It is **4**: see `count()` and\n- one\n- two\n<img src=x onerror="window.__pwned=1">',
+        },
+    ),
     _side(14, "views: still reading", agentId="c3", parentToolUseId="t3"),
 ]
 
@@ -94,8 +119,12 @@ def test_sub_agent_work_is_grouped_under_its_own_task_by_id_and_collapsed_when_d
     t1 = root.locator('.tool[data-tool-use-id="t1"] > .agent-group')
     expect(t1).not_to_have_attribute("open", "")  # completed: collapsed
     expect(t1.locator("summary")).to_have_text("Sub-agent a1 · 2 steps")
-    expect(root.locator('.tool[data-tool-use-id="t2"] > .agent-group')).not_to_have_attribute("open", "")
-    expect(root.locator('.tool[data-tool-use-id="t3"] > .agent-group')).to_have_attribute("open", "")
+    expect(root.locator('.tool[data-tool-use-id="t2"] > .agent-group')).not_to_have_attribute(
+        "open", ""
+    )
+    expect(root.locator('.tool[data-tool-use-id="t3"] > .agent-group')).to_have_attribute(
+        "open", ""
+    )
     # The result text sits above the group, inside the Task row.
     expect(root.locator('.tool[data-tool-use-id="t2"] > .result')).to_contain_text("500 events")
 
@@ -123,8 +152,13 @@ def test_compaction_and_markdown_from_a_real_transcript(page: Page, stack: Stack
     """A compact summary line becomes one collapsed 'Conversation compacted' row; assistant Markdown is rendered, user text is not."""
     sid, path = stack.new_session()
     summary = record(
-        sid, "user", isCompactSummary=True,
-        message={"role": "user", "content": "This session is being continued from a previous conversation. " * 40},
+        sid,
+        "user",
+        isCompactSummary=True,
+        message={
+            "role": "user",
+            "content": "This session is being continued from a previous conversation. " * 40,
+        },
     )
     stack.write(
         path,

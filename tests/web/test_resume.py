@@ -25,16 +25,21 @@ def _record_sent(page: Page) -> list[dict[str, Any]]:
 
 
 def _seqs(page: Page) -> list[float]:
-    return [float(s) for s in page.locator("#messages [data-seq]").evaluate_all(
-        "els => els.map(e => e.dataset.seq)"
-    )]
+    return [
+        float(s)
+        for s in page.locator("#messages [data-seq]").evaluate_all(
+            "els => els.map(e => e.dataset.seq)"
+        )
+    ]
 
 
 def test_gateway_sigkill_and_restart_recovers_every_event_once(page: Page, stack: Stack) -> None:
     """After SIGKILL and a restart on the same port the page reconnects by itself, resumes with lastSeqId/sinceSeqId and shows every event exactly once, in order."""
     sent = _record_sent(page)
     sid, path = stack.new_session()
-    stack.write(path, w.prompt(sid, "m1"), w.reply(sid, "r1", final=False), w.reply(sid, "r2", final=False))
+    stack.write(
+        path, w.prompt(sid, "m1"), w.reply(sid, "r1", final=False), w.reply(sid, "r2", final=False)
+    )
     open_app(page, stack)
     page.locator(f'.srow[data-session-id="{sid}"] a').click()
     bubbles = page.locator("#messages .bubble")

@@ -11,17 +11,26 @@ from tests.support.collector_records import user_line
 from tests.support.web import TOKEN
 from tests.web.conftest import Stack, open_app
 from tests.web.test_approvals import Hook, hooks  # noqa: F401 - the fixture
+from tests.web.test_static import STATIC
 
 
 def test_fragment_token_link_signs_in_under_the_csp(page: Page, stack: Stack) -> None:
-    """A /#token= link signs in, the token leaves the address bar, and nothing breaks the CSP."""
+    """A /#token= link signs in, the token leaves the address bar, and every module loads under the CSP."""
     violations: list[str] = []
-    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on(
+        "console",
+        lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None,
+    )
     page.goto(f"{stack.gateway.url}#token={TOKEN}")
     page.wait_for_selector("#signin", state="hidden")
     expect(page.locator("#list-view")).to_be_visible()
     assert "token" not in page.url
     assert page.evaluate("localStorage.getItem('relaybus.token')") == TOKEN
+    loaded = page.evaluate(
+        "performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+    )
+    modules = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js"}
+    assert modules <= set(loaded), "every module is fetched from this origin"
     assert violations == []
 
 
@@ -37,7 +46,10 @@ def test_malformed_session_link_does_not_brick_the_client(page: Page, stack: Sta
 
 
 def test_multi_line_bash_approval_shows_the_whole_command(
-    page: Page, approval_stack: Stack, tmp_path: Path, hooks: list[Hook]  # noqa: F811
+    page: Page,
+    approval_stack: Stack,
+    tmp_path: Path,
+    hooks: list[Hook],  # noqa: F811
 ) -> None:
     """A two-line Bash command is shown whole next to Approve, with Claude Code-style warnings."""
     stack = approval_stack

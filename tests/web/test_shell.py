@@ -85,8 +85,10 @@ def test_installable_shell_caches_only_the_shell(browser: Browser, stack: Stack)
             }"""
         )
         assert {"/", "/index.html", "/app.js", "/styles.css", "/sw.js"} - {"/sw.js"} <= set(cached)
-        assert all(p.endswith((".js", ".css", ".html", ".png", ".svg", ".webmanifest", "/"))
-                   for p in cached), cached
+        assert all(
+            p.endswith((".js", ".css", ".html", ".png", ".svg", ".webmanifest", "/"))
+            for p in cached
+        ), cached
         bodies: list[str] = page.evaluate(
             """async () => {
                 const out = [];
@@ -115,12 +117,28 @@ def test_phone_screenshots_fit_the_viewport(page: Page, stack: Stack) -> None:
         w.reply(sid, "Let me read the test first.", final=False),
         w.tool_use(sid, "t1", "Read", {"file_path": "/home/dev/project/tests/test_login.py"}),
         w.tool_result(sid, "t1", "def test_login():\n    assert login()\n"),
-        w.tool_use(sid, "t2", "Edit", {"file_path": "/home/dev/project/auth.py",
-                                       "old_string": "a", "new_string": "b"}),
-        w.edit_result(sid, "t2", "/home/dev/project/auth.py",
-                      [{"oldStart": 40, "lines": [" def login(user):", "-    return check(user)",
-                                                  "+    session = open_session(user)",
-                                                  "+    return check(session)"]}]),
+        w.tool_use(
+            sid,
+            "t2",
+            "Edit",
+            {"file_path": "/home/dev/project/auth.py", "old_string": "a", "new_string": "b"},
+        ),
+        w.edit_result(
+            sid,
+            "t2",
+            "/home/dev/project/auth.py",
+            [
+                {
+                    "oldStart": 40,
+                    "lines": [
+                        " def login(user):",
+                        "-    return check(user)",
+                        "+    session = open_session(user)",
+                        "+    return check(session)",
+                    ],
+                }
+            ],
+        ),
         w.tool_use(sid, "t3", "Bash", {"command": "pytest tests/test_login.py -q"}),
     )
     other, other_path = stack.new_session()

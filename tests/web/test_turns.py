@@ -67,7 +67,9 @@ def test_reduced_motion_keeps_a_static_label(browser: Browser, stack: Stack) -> 
         _open(page, stack, sid)
         indicator = page.locator("#indicator")
         expect(indicator).to_have_class(re.compile(r"\bstill\b"))
-        assert indicator.locator(".glyph").evaluate("e => getComputedStyle(e).animationName") == "none"
+        assert (
+            indicator.locator(".glyph").evaluate("e => getComputedStyle(e).animationName") == "none"
+        )
         verbs = set()
         deadline = time.monotonic() + 30
         while _seconds(indicator.locator(".elapsed").inner_text()) < 7:

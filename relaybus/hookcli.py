@@ -2,7 +2,7 @@
 
 The hook is what Claude Code runs when it would ask the user for a permission: the
 request (JSON on stdin) goes to this machine's collector over its approval socket (a Unix
-socket in a directory only this user can enter, see ``shared.approval_socket``), which
+socket in a directory only this user can enter, see ``relaybus.shared.approval_socket``), which
 holds it while someone can answer from a phone. It prints Claude Code's answer
 (``{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {...}}}``)
 or nothing — no decision, and Claude Code shows its own prompt. Nothing is sent to, and
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from shared import approval_socket
+from relaybus.shared import approval_socket
 
 DEFAULT_PORT = 9465
 DEFAULT_TIMEOUT_S = 120.0
@@ -105,23 +105,34 @@ def permission_request(argv: Sequence[str]) -> int:
         description="Claude Code PermissionRequest hook: JSON on stdin, decision (or nothing) on stdout.",
     )
     parser.add_argument(
-        "--port", type=int, default=None,
+        "--port",
+        type=int,
+        default=None,
         help="number naming the collector's approval socket "
         f"[env RELAYBUS_APPROVAL_PORT, default {DEFAULT_PORT}; 0 = off]",
     )
     parser.add_argument(
-        "--socket", default=None,
+        "--socket",
+        default=None,
         help="the collector's approval socket [env RELAYBUS_APPROVAL_SOCKET, "
         "default <runtime dir>/approval-<port>.sock]",
     )
     parser.add_argument(
-        "--timeout", type=float, default=None,
+        "--timeout",
+        type=float,
+        default=None,
         help=f"approval timeout in seconds [env RELAYBUS_APPROVAL_TIMEOUT_SECONDS, default {DEFAULT_TIMEOUT_S:g}]",
     )
     args = parser.parse_args(argv)
-    port = args.port if args.port is not None else int(_env_float("RELAYBUS_APPROVAL_PORT", DEFAULT_PORT))
-    timeout_s = args.timeout if args.timeout is not None else _env_float(
-        "RELAYBUS_APPROVAL_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_S
+    port = (
+        args.port
+        if args.port is not None
+        else int(_env_float("RELAYBUS_APPROVAL_PORT", DEFAULT_PORT))
+    )
+    timeout_s = (
+        args.timeout
+        if args.timeout is not None
+        else _env_float("RELAYBUS_APPROVAL_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_S)
     )
     body = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     if not 0 < port < 65536 or len(body) > MAX_INPUT_BYTES:
@@ -166,8 +177,11 @@ def default_command() -> str:
 
 
 def wanted_command(
-    approval_port: int, approval_timeout_s: float, base: str | None = None,
-    *, socket: Path | None = None,
+    approval_port: int,
+    approval_timeout_s: float,
+    base: str | None = None,
+    *,
+    socket: Path | None = None,
 ) -> str:
     """The hook command ``install-hook`` writes for these settings."""
     command = base or default_command()
@@ -181,13 +195,19 @@ def wanted_command(
 
 
 def install_hook(argv: Sequence[str]) -> int:
-    from shared import claude_settings  # json/file work only; kept off the hook's path
-    from shared.settings import SettingsError, load_settings
+    from relaybus import claude_settings  # json/file work only; kept off the hook's path
+    from relaybus.shared.settings import SettingsError, load_settings
 
-    parser = argparse.ArgumentParser(prog="relaybus install-hook", description=SUBCOMMANDS["install-hook"])
+    parser = argparse.ArgumentParser(
+        prog="relaybus install-hook", description=SUBCOMMANDS["install-hook"]
+    )
     parser.add_argument("--remove", action="store_true", help="take relaybus's hook out again")
-    parser.add_argument("--settings", type=Path, default=None,
-                        help="settings file [default <claude dir>/settings.json]")
+    parser.add_argument(
+        "--settings",
+        type=Path,
+        default=None,
+        help="settings file [default <claude dir>/settings.json]",
+    )
     parser.add_argument("--command", default=None, help="hook command [default: this relaybus]")
     args = parser.parse_args(argv)
     try:
@@ -201,7 +221,9 @@ def install_hook(argv: Sequence[str]) -> int:
             outcome = claude_settings.remove(path)
         else:
             command = wanted_command(
-                settings.approval_port, settings.approval_timeout_seconds, args.command,
+                settings.approval_port,
+                settings.approval_timeout_seconds,
+                args.command,
                 socket=settings.approval_socket,
             )
             # Claude Code's own hook timeout must outlast the hold, or it cuts the wait short.

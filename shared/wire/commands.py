@@ -17,13 +17,13 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 
 PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
-#: Gateway-internal: publish the history of a session listed without it (collector.history).
+#: Gateway-internal: publish the history of a session listed without it (relaybus.collector.history).
 LOAD_HISTORY = "load_history"
 
 #: Heartbeat capabilities (``{ns}:host:<host>`` JSON ``capabilities``).
@@ -167,7 +167,9 @@ class Reply:
         )
 
 
-def _with_ids(frame: dict[str, Any], request_id: str | None, trace_id: str | None) -> dict[str, Any]:
+def _with_ids(
+    frame: dict[str, Any], request_id: str | None, trace_id: str | None
+) -> dict[str, Any]:
     if request_id is not None:
         frame["requestId"] = request_id
     if trace_id:

@@ -1,4 +1,4 @@
-"""The one way events enter the log: the atomic Lua append (``shared/lua/append.lua``)."""
+"""The one way events enter the log: the atomic Lua append (``shared/store/lua/append.lua``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import orjson
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
 
-APPEND_LUA = resources.files("shared").joinpath("lua/append.lua").read_text()
+APPEND_LUA = resources.files("relaybus.shared.store").joinpath("lua/append.lua").read_text()
 
 #: The script's per-event ``flags`` argument by (session_stream, session_seq), as bytes:
 #: redis-py passes bytes through, a str costs an encode per argument per event.

@@ -102,7 +102,9 @@ def without_hook(doc: dict[str, Any]) -> dict[str, Any]:
                 continue
             group["hooks"] = rest
         kept_groups.append(group)
-    if len(kept_groups) == len(groups) and all(a is b for a, b in zip(kept_groups, groups, strict=True)):
+    if len(kept_groups) == len(groups) and all(
+        a is b for a, b in zip(kept_groups, groups, strict=True)
+    ):
         return out
     if kept_groups:
         hooks[HOOK_EVENT] = kept_groups

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from shared.edits import edit_info
-from shared.keys import Keys
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.transcript.edits import edit_info
 
 #: Command type (gateway -> ``{ns}:cmd:<host>``) delivering a decision to the holding collector.
 PERMISSION_DECISION = "permission_decision"
@@ -72,7 +72,9 @@ def resolved_key(keys: Keys, sid: str) -> str:
 
 
 def resolved_record(request_key: str, decision: str, resolved_ms: int) -> bytes:
-    return orjson.dumps({"requestKey": request_key, "decision": decision, "resolvedAt": resolved_ms})
+    return orjson.dumps(
+        {"requestKey": request_key, "decision": decision, "resolvedAt": resolved_ms}
+    )
 
 
 def parse_resolved(raw: bytes | str | None) -> tuple[str, str] | None:
@@ -160,7 +162,9 @@ def edit_preview(
     content = tool_input.get("content")
     if not pairs and isinstance(content, str):
         if current is None:
-            return edit_info({"structuredPatch": [], "type": "create", "content": content}, max_chars)
+            return edit_info(
+                {"structuredPatch": [], "type": "create", "content": content}, max_chars
+            )
         return edit_info({"structuredPatch": _hunks(current, content, 0)}, max_chars)
     if not pairs:
         return None

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from shared.keys import Keys
-from shared.settings import Settings
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.keys import Keys
 
 #: getaddrinfo's definite "no such name" answers (EAI_AGAIN, a DNS outage, is retried).
 _UNKNOWN_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
@@ -82,20 +82,26 @@ def _refusal(settings: Settings, exc: BaseException) -> str | None:
     parts = urlsplit(settings.redis_url.get_secret_value())
     if isinstance(exc, redis.exceptions.AuthenticationError):
         if parts.password is None:
-            return (f"{where} requires a password: put it in RELAYBUS_REDIS_URL "
-                    "(redis://:<password>@host:port/db)")
+            return (
+                f"{where} requires a password: put it in RELAYBUS_REDIS_URL "
+                "(redis://:<password>@host:port/db)"
+            )
         return f"{where} refused the password (or user) in RELAYBUS_REDIS_URL"
     if isinstance(exc, redis.exceptions.ResponseError):
         text = str(exc)
         if "DB index" in text or "invalid DB" in text.lower():
             db = parts.path.strip("/") or "0"
-            return (f"{where} has no database {db} (RELAYBUS_REDIS_URL ends in /{db}; "
-                    "use /0 or a number below the server's 'databases' setting)")
+            return (
+                f"{where} has no database {db} (RELAYBUS_REDIS_URL ends in /{db}; "
+                "use /0 or a number below the server's 'databases' setting)"
+            )
         return f"{where} refused the connection: {text}"
     cause = exc.__cause__ or exc.__context__
     if isinstance(cause, socket.gaierror) and cause.errno in _UNKNOWN_HOST:
-        return (f"unknown host {parts.hostname!r} in RELAYBUS_REDIS_URL "
-                "(check the spelling, or use an IP address)")
+        return (
+            f"unknown host {parts.hostname!r} in RELAYBUS_REDIS_URL "
+            "(check the spelling, or use an IP address)"
+        )
     return None
 
 
@@ -171,8 +177,12 @@ async def serve_unless_refused(
     unreachable = await probe(settings)
     guard: asyncio.Task[RedisRefused | None] | None = None
     if unreachable is not None:
-        log.warning("Redis at %s is unreachable (%s); retrying, %s",
-                    redis_address(settings), unreachable, meanwhile)
+        log.warning(
+            "Redis at %s is unreachable (%s); retrying, %s",
+            redis_address(settings),
+            unreachable,
+            meanwhile,
+        )
         guard = asyncio.create_task(refusal_watch(settings, stop), name="redis-guard")
     try:
         await body()

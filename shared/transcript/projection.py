@@ -1,7 +1,7 @@
 """Claude Code transcript line -> what relaybus publishes. Pure: bytes in, a value out.
 
-The only code (with :mod:`shared.projection_records`, :mod:`shared.blocks` and
-:mod:`shared.edits`) that knows Claude Code's JSONL format. :func:`project_line` parses a
+The only code (with :mod:`relaybus.shared.transcript.records`, :mod:`relaybus.shared.transcript.blocks` and
+:mod:`relaybus.shared.transcript.edits`) that knows Claude Code's JSONL format. :func:`project_line` parses a
 line once and returns a :class:`Projected`: whether to publish, the wire ``event``, and the
 record facts the collector needs (session, cwd, time, sidechain, title candidate, turn).
 
@@ -78,8 +78,8 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from shared.blocks import Cutter
-from shared.projection_records import (
+from relaybus.shared.transcript.blocks import Cutter
+from relaybus.shared.transcript.records import (
     COMPACTION_AGENT_PREFIX,
     add_extras,
     build_blocks,
@@ -310,7 +310,9 @@ def _unknown_rule(key: str, rec: dict[str, Any]) -> Rule:
 @lru_cache(maxsize=256)
 def drop_label(name: str) -> str:
     """``name`` as a bounded metric label: lower case, [a-z0-9_-], at most 40 characters."""
-    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in name.lower())
+    cleaned = "".join(
+        c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in name.lower()
+    )
     return cleaned[:DROP_REASON_MAX_CHARS] or "unknown"
 
 

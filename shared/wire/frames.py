@@ -31,9 +31,7 @@ def _prefix(obj: dict[str, Any]) -> bytes:
     return raw[:-1]
 
 
-def session_event(
-    sid: str, event: dict[str, Any], *, trace_id: str | None = None
-) -> bytes:
+def session_event(sid: str, event: dict[str, Any], *, trace_id: str | None = None) -> bytes:
     """``event`` is ``{type, blocks, data?, …}``; ``data`` may be an ``orjson.Fragment``."""
     frame: dict[str, Any] = {"type": SESSION_EVENT, "sessionId": sid, "event": event}
     if trace_id:

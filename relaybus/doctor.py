@@ -20,11 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import approval_socket, claude_settings, hookcli
-from shared.lan import lan_address
-from shared.preflight import claude_dir_problem, port_problem
-from shared.redis_conn import RedisRefused, probe, redis_address
-from shared.settings import Settings
+from relaybus import claude_settings, hookcli
+from relaybus.lan import lan_address
+from relaybus.shared import approval_socket
+from relaybus.shared.preflight import claude_dir_problem, port_problem
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.connection import RedisRefused, probe, redis_address
 
 OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 CONNECT_TIMEOUT_S = 2.0
@@ -42,16 +43,24 @@ class Check:
 
 def check_redis(settings: Settings) -> Check:
     if "redis_url" not in settings.model_fields_set:
-        return Check(OK, "redis", "no RELAYBUS_REDIS_URL: `relaybus up` starts its own embedded "
-                     "server; `relaybus collector`/`gateway` need RELAYBUS_REDIS_URL")
+        return Check(
+            OK,
+            "redis",
+            "no RELAYBUS_REDIS_URL: `relaybus up` starts its own embedded "
+            "server; `relaybus collector`/`gateway` need RELAYBUS_REDIS_URL",
+        )
     where = redis_address(settings)
     try:
         reason = asyncio.run(probe(settings))
     except RedisRefused as exc:
         return Check(FAIL, "redis", f"{exc}")
     if reason is not None:
-        return Check(FAIL, "redis", f"Redis at {where} is unreachable ({reason}) — fix: start it, "
-                     "or correct host and port in RELAYBUS_REDIS_URL")
+        return Check(
+            FAIL,
+            "redis",
+            f"Redis at {where} is unreachable ({reason}) — fix: start it, "
+            "or correct host and port in RELAYBUS_REDIS_URL",
+        )
     return Check(OK, "redis", f"Redis at {where} answers and accepts these credentials")
 
 
@@ -68,8 +77,12 @@ def check_claude_dir(settings: Settings) -> Check:
         return Check(FAIL, "claude", problem)
     root = settings.claude_dir
     if not root.exists():
-        return Check(WARN, "claude", f"{root} does not exist yet — run Claude Code once on this "
-                     "machine, or set RELAYBUS_CLAUDE_DIR to its config directory")
+        return Check(
+            WARN,
+            "claude",
+            f"{root} does not exist yet — run Claude Code once on this "
+            "machine, or set RELAYBUS_CLAUDE_DIR to its config directory",
+        )
     cutoff = time.time() - settings.backfill_max_age_hours * 3600
     total = old = 0
     for path in _transcripts(root / "projects"):
@@ -77,11 +90,19 @@ def check_claude_dir(settings: Settings) -> Check:
         with contextlib.suppress(OSError):
             old += path.stat().st_mtime < cutoff
     if total == 0:
-        return Check(WARN, "claude", f"{root} holds no transcripts (projects/**/*.jsonl) — start a "
-                     "Claude Code session, or check RELAYBUS_CLAUDE_DIR")
+        return Check(
+            WARN,
+            "claude",
+            f"{root} holds no transcripts (projects/**/*.jsonl) — start a "
+            "Claude Code session, or check RELAYBUS_CLAUDE_DIR",
+        )
     window = f"{settings.backfill_max_age_hours:g} h"
-    return Check(OK, "claude", f"{root} holds {total} transcripts; {old} last changed more than "
-                 f"{window} ago are tracked but not replayed (RELAYBUS_BACKFILL_MAX_AGE_HOURS)")
+    return Check(
+        OK,
+        "claude",
+        f"{root} holds {total} transcripts; {old} last changed more than "
+        f"{window} ago are tracked but not replayed (RELAYBUS_BACKFILL_MAX_AGE_HOURS)",
+    )
 
 
 def _gateway_answers(host: str, port: int) -> bool:
@@ -106,8 +127,12 @@ def check_ports(settings: Settings) -> list[Check]:
     gateway_running = _gateway_answers(_loopback(settings.gateway_host), settings.gateway_port)
     wanted = [
         ("gateway", settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT"),
-        ("metrics", settings.collector_metrics_host, settings.collector_metrics_port,
-         "RELAYBUS_COLLECTOR_METRICS_PORT"),
+        (
+            "metrics",
+            settings.collector_metrics_host,
+            settings.collector_metrics_port,
+            "RELAYBUS_COLLECTOR_METRICS_PORT",
+        ),
     ]
     out = []
     for name, host, port, variable in wanted:
@@ -118,7 +143,9 @@ def check_ports(settings: Settings) -> list[Check]:
         if problem is None:
             out.append(Check(OK, "port", f"{name}: {host}:{port} is free"))
         elif name == "gateway" and gateway_running:
-            out.append(Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}"))
+            out.append(
+                Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}")
+            )
         else:
             out.append(Check(FAIL, "port", f"{name}: {problem} (a relaybus already running?)"))
     out.append(check_approval_socket(settings))
@@ -135,8 +162,12 @@ def check_approval_socket(settings: Settings) -> Check:
         if path.parent.exists():
             approval_socket.check_private_dir(path.parent, create=False)
     except approval_socket.UnsafeEndpoint as exc:
-        return Check(FAIL, "port", f"approvals: {exc} — remove or fix that directory, or set "
-                     "RELAYBUS_APPROVAL_SOCKET to a path in a directory of yours (0700)")
+        return Check(
+            FAIL,
+            "port",
+            f"approvals: {exc} — remove or fix that directory, or set "
+            "RELAYBUS_APPROVAL_SOCKET to a path in a directory of yours (0700)",
+        )
     return Check(OK, "port", f"approvals: socket {path} (directory private to this user)")
 
 
@@ -146,25 +177,42 @@ def check_hook(settings: Settings) -> Check:
         commands = claude_settings.installed_commands(claude_settings.load(path))
     except (claude_settings.SettingsFileError, OSError) as exc:
         return Check(FAIL, "hook", f"{exc} — fix it by hand, then run `relaybus install-hook`")
-    wanted = hookcli.wanted_command(settings.approval_port, settings.approval_timeout_seconds,
-                                    socket=settings.approval_socket)
+    wanted = hookcli.wanted_command(
+        settings.approval_port, settings.approval_timeout_seconds, socket=settings.approval_socket
+    )
     if not commands:
-        return Check(NOTE, "hook", f"not installed in {path}: phones cannot answer permission "
-                     "prompts — `relaybus install-hook` adds it")
+        return Check(
+            NOTE,
+            "hook",
+            f"not installed in {path}: phones cannot answer permission "
+            "prompts — `relaybus install-hook` adds it",
+        )
     if wanted not in commands:
-        return Check(WARN, "hook", f"{path} runs {commands[0]!r}, not this install ({wanted!r}) "
-                     "— run `relaybus install-hook` again")
+        return Check(
+            WARN,
+            "hook",
+            f"{path} runs {commands[0]!r}, not this install ({wanted!r}) "
+            "— run `relaybus install-hook` again",
+        )
     return Check(OK, "hook", f"installed in {path}, pointing at this install")
 
 
 def check_prompts(settings: Settings) -> Check:
     if not settings.allow_prompts:
-        return Check(NOTE, "prompts", "off on this machine (the default): phones can watch and "
-                     "approve; RELAYBUS_ALLOW_PROMPTS=true lets them send prompts")
+        return Check(
+            NOTE,
+            "prompts",
+            "off on this machine (the default): phones can watch and "
+            "approve; RELAYBUS_ALLOW_PROMPTS=true lets them send prompts",
+        )
     found = shutil.which(settings.claude_bin)
     if found is None:
-        return Check(FAIL, "prompts", f"allowed, but RELAYBUS_CLAUDE_BIN {settings.claude_bin!r} "
-                     "is not on PATH — install Claude Code or set RELAYBUS_CLAUDE_BIN to its path")
+        return Check(
+            FAIL,
+            "prompts",
+            f"allowed, but RELAYBUS_CLAUDE_BIN {settings.claude_bin!r} "
+            "is not on PATH — install Claude Code or set RELAYBUS_CLAUDE_BIN to its path",
+        )
     return Check(OK, "prompts", f"allowed on this machine, run with {found}")
 
 
@@ -174,26 +222,47 @@ def check_lan(settings: Settings) -> Check:
     address, port = lan_address(), settings.gateway_port
     url = f"http://{address}:{port}/"
     if address.startswith("127."):
-        return Check(WARN, "lan", "this machine has no LAN address (no default route): phones "
-                     "need it on their network")
+        return Check(
+            WARN,
+            "lan",
+            "this machine has no LAN address (no default route): phones need it on their network",
+        )
     if _gateway_answers(_loopback(settings.gateway_host), port):
         if _gateway_answers(address, port):
-            return Check(OK, "lan", f"the gateway answers at {url} (a firewall may still block phones)")
-        return Check(FAIL, "lan", f"the gateway does not answer at {url} — set "
-                     "RELAYBUS_GATEWAY_HOST=0.0.0.0 (it listens on "
-                     f"{settings.gateway_host} only)")
+            return Check(
+                OK, "lan", f"the gateway answers at {url} (a firewall may still block phones)"
+            )
+        return Check(
+            FAIL,
+            "lan",
+            f"the gateway does not answer at {url} — set "
+            "RELAYBUS_GATEWAY_HOST=0.0.0.0 (it listens on "
+            f"{settings.gateway_host} only)",
+        )
     try:
         listener = socket.create_server((settings.gateway_host, port))
     except OSError as exc:
-        return Check(FAIL, "lan", f"cannot listen on {settings.gateway_host}:{port} ({exc.strerror})")
+        return Check(
+            FAIL, "lan", f"cannot listen on {settings.gateway_host}:{port} ({exc.strerror})"
+        )
     with listener:
         try:
-            socket.create_connection((address, listener.getsockname()[1]), CONNECT_TIMEOUT_S).close()
+            socket.create_connection(
+                (address, listener.getsockname()[1]), CONNECT_TIMEOUT_S
+            ).close()
         except OSError:
-            return Check(FAIL, "lan", f"{url} would not reach a gateway listening on "
-                         f"{settings.gateway_host} — set RELAYBUS_GATEWAY_HOST=0.0.0.0")
-    return Check(OK, "lan", f"a gateway on {settings.gateway_host}:{port} is reachable at {url} "
-                 "(a firewall may still block phones)")
+            return Check(
+                FAIL,
+                "lan",
+                f"{url} would not reach a gateway listening on "
+                f"{settings.gateway_host} — set RELAYBUS_GATEWAY_HOST=0.0.0.0",
+            )
+    return Check(
+        OK,
+        "lan",
+        f"a gateway on {settings.gateway_host}:{port} is reachable at {url} "
+        "(a firewall may still block phones)",
+    )
 
 
 def checks(settings: Settings) -> list[Check]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from shared.edits import edit_info
+from relaybus.shared.transcript.edits import edit_info
 
 _ERROR_OPEN = "<tool_use_error>"
 _ERROR_CLOSE = "</tool_use_error>"
@@ -40,6 +40,7 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 def strip_ansi(text: str) -> str:
     """``text`` without terminal escape sequences (``/compact`` output holds ``ESC[2m``)."""
     return _ANSI.sub("", text) if "\x1b" in text else text
+
 
 #: Tool input nested deeper than this is replaced by ``"…"`` (recorded in truncatedFields).
 MAX_INPUT_DEPTH = 32

@@ -1,7 +1,7 @@
 """Claude Code records -> rule-table key, display text and blocks (used by ``projection``).
 
 ``classify`` names what a record is (``user/prompt``, ``system/turn_duration``, …) so that
-:data:`shared.projection.RULES` can decide about it; ``build_blocks`` projects a record
+:data:`relaybus.shared.transcript.projection.RULES` can decide about it; ``build_blocks`` projects a record
 that is published; ``add_extras`` adds the additive event fields.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.blocks import Block, Cutter, content_blocks, strip_ansi
+from relaybus.shared.transcript.blocks import Block, Cutter, content_blocks, strip_ansi
 
 #: Assistant stop reasons that end a turn (``tool_use`` and ``pause_turn`` do not).
 TERMINAL_STOPS = frozenset({"end_turn", "stop_sequence", "max_tokens", "refusal"})
@@ -24,7 +24,6 @@ CONTEXT_PREFIXES = ("<ide_", "<system-reminder>")
 WARMUP_PROMPT = "Warmup"
 #: Sub-agents whose id starts so summarise the conversation for a compaction.
 COMPACTION_AGENT_PREFIX = "acompact"
-
 
 
 def message_content(rec: dict[str, Any]) -> Any:
@@ -57,7 +56,11 @@ def _classify_user(rec: dict[str, Any]) -> tuple[str, str | None]:
     if rec.get("isCompactSummary") is True:
         return "user/compact-summary", None
     content = message_content(rec)
-    if content == WARMUP_PROMPT and rec.get("isSidechain") is True and rec.get("parentUuid") is None:
+    if (
+        content == WARMUP_PROMPT
+        and rec.get("isSidechain") is True
+        and rec.get("parentUuid") is None
+    ):
         return "user/warmup", None
     text: str | None = None
     has_result = False
@@ -207,9 +210,9 @@ def _goal_status(attachment: dict[str, Any], cutter: Cutter) -> Block:
     block = cutter.text_block("goal_status", text)
     block["met"] = met
     if isinstance(condition, str):
-        block["condition"] = condition[:SUMMARY_MAX_CHARS * 10]
+        block["condition"] = condition[: SUMMARY_MAX_CHARS * 10]
     if isinstance(reason, str):
-        block["reason"] = reason[:SUMMARY_MAX_CHARS * 10]
+        block["reason"] = reason[: SUMMARY_MAX_CHARS * 10]
     return block
 
 

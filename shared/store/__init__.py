@@ -1,0 +1,1 @@
+"""The Redis layout: keys, the session row, the connection, the Lua append."""

@@ -1,0 +1,1 @@
+"""Claude Code's transcript format: records projected into typed blocks."""

@@ -1,0 +1,1 @@
+"""Wire contracts: pure data shapes every side agrees on (no I/O)."""

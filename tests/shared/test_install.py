@@ -1,0 +1,43 @@
+"""What an install adds: the ``relaybus`` namespace only (no top-level ``shared``,
+``collector`` or ``gateway``, names PyPI already uses), with its data files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_wheel_installs_only_the_relaybus_namespace(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path), str(REPO)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("relaybus-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {
+        "relaybus",
+        wheel.name.split("-py")[0] + ".dist-info",
+    }
+    for needed in (
+        "relaybus/cli.py",
+        "relaybus/collector/engine.py",
+        "relaybus/gateway/static/index.html",
+        "relaybus/shared/store/lua/append.lua",
+        "relaybus/shared/transcript/projection.py",
+        "relaybus/py.typed",
+    ):
+        assert needed in names, needed
+    sources = {n for n in names if n.endswith(".py")}
+    in_tree = {
+        "/".join(
+            ("relaybus", *([] if top == "relaybus" else [top]), *p.relative_to(REPO / top).parts)
+        )
+        for top in ("relaybus", "collector", "gateway", "shared")
+        for p in (REPO / top).rglob("*.py")
+    }
+    assert sources == in_tree
