@@ -36,8 +36,7 @@ def stamp_of(raw: bytes) -> int | None:
     at = raw.find(b'"lat ')
     if at < 0 or (b'"session_event"' not in raw[:40] and b'"message"' not in raw):
         return None
-    end = raw.find(b'"', at + 5)
-    digits = raw[at + 5 : end]
+    digits = raw[at + 5 : at + 24]  # time_ns(): 19 digits (a padded line goes on after them)
     return int(digits) if digits.isdigit() else None
 
 
@@ -55,14 +54,14 @@ class RawClient:
         self.buf = b""
 
     @classmethod
-    async def open(cls, url: str, token: str) -> RawClient:
+    async def open(cls, url: str, token: str, path: str = "/ws") -> RawClient:
         hostport = url.split("//", 1)[1].split("/", 1)[0]
         host, port = hostport.rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 24)
         key = base64.b64encode(os.urandom(16)).decode()
         writer.write(
             (
-                f"GET /ws HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n"
+                f"GET {path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\n"
                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
                 f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
             ).encode()
@@ -116,7 +115,7 @@ class RawClient:
             elif opcode == 0x9:
                 self.send(0xA, payload)
             elif opcode == 0x8:
-                raise ConnectionError("server closed")
+                raise ConnectionError(f"server closed: {payload[:2].hex()} {payload[2:]!r}")
         self.buf = buf[pos:]
         return out
 

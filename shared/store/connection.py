@@ -84,9 +84,17 @@ def _client(
     url = settings.redis_url.get_secret_value()
     sentinels = settings.sentinel_addresses
     if not sentinels:
-        return aioredis.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=connect_timeout_s, **options
+        # A blocking pool: with every connection of the pool (redis-py: 100) in use, a command
+        # waits up to the socket timeout for one instead of failing at once with "Too many
+        # connections" (a reconnect storm of hundreds of resumes otherwise closes most of them).
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            timeout=settings.redis_socket_timeout_s,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            **options,
         )
+        return aioredis.Redis.from_pool(pool)
     node: dict[str, object] = {
         k: v for k, v in parse_url(url).items() if k in ("db", "username", "password")
     }

@@ -1,0 +1,725 @@
+"""relaybus against python-socketio and the bare floor, side by side, in one bounded run.
+
+Three systems on one machine, one private Redis, the same ~2 KB transcript lines (a user
+line whose text is ``lat <time_ns> <index>`` followed by assistant prose from the test
+fixtures), the same minimal client for all (``compare_workers.py``), runs interleaved
+A B C A B C so that drift on a shared machine hits all three alike:
+
+* ``relaybus`` — ``python -m collector`` + ``python -m gateway`` (clients watch a session);
+* ``socketio`` — python-socketio ``AsyncServer`` + ``AsyncRedisManager`` on uvicorn, fed by
+  a watchfiles tailer (1 ms step) emitting through a write-only ``AsyncRedisManager``;
+* ``floor`` — the bare hops: watchfiles -> XADD -> XREAD -> ``websockets.broadcast``.
+
+Workloads: (a) latency at 100 lines/s by client count; (b) the highest rate into 100
+clients with p99 <= 250 ms and nothing lost; (c) a reconnect storm; (d) memory per idle
+connection; (e) relaybus gateways behind the shipped nginx, throughput against their number.
+
+Writes ``bench/results/compare.json`` and the generated part of ``docs/performance.md``
+(table and ``docs/performance-compare.png``). ``--quick`` is a ~2 minute smoke of the
+same; the default run is bounded to ~15 minutes. ``--render`` only redraws the doc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from gateway_bench import Worker, cpu_s, pct, rss_kib
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from relaybus.shared.store.keys import Keys  # noqa: E402
+from tests.support.collector_proc import CollectorProc  # noqa: E402
+from tests.support.collector_records import transcript, user_line  # noqa: E402
+from tests.support.gateway_publish import Publisher  # noqa: E402
+from tests.support.gateway_server import GatewayProc  # noqa: E402
+from tests.support.servers import RedisServer, free_port, server_binaries  # noqa: E402
+
+OUT = REPO / "bench" / "results" / "compare.json"
+DOC = REPO / "docs" / "performance.md"
+PLOT = REPO / "docs" / "performance-compare.png"
+WORKERS = REPO / "bench" / "compare_workers.py"
+FIXTURE = (
+    REPO
+    / "tests"
+    / "data"
+    / "claude-jsonl"
+    / "marot__spotter__4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+)
+TOKEN = "bench"
+SYSTEMS = ("relaybus", "socketio", "floor")
+BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
+#: Replaced in each prepared line at the moment it is written.
+PLACE = b"lat 0000000000000000000 000000"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run measures; ``--quick`` scales every workload down."""
+
+    latency_clients: tuple[int, ...]
+    latency_lines: int
+    ladder: tuple[int, ...]
+    ladder_s: float
+    storm_clients: int
+    storm_lines: int
+    idle_clients: int
+    nginx_gateways: tuple[int, ...]
+    nginx_clients: int
+    nginx_s: float
+    nginx_rate: float
+    grace_s: float
+
+
+FULL = Plan(
+    (1, 20, 100, 300, 1000),
+    600,
+    (100, 200, 400, 800, 1600, 3200),
+    4.0,
+    1000,
+    1000,
+    1000,
+    (1, 2),
+    500,
+    8.0,
+    100.0,
+    15.0,
+)
+QUICK = Plan(
+    (1, 20, 100, 300), 150, (200, 800, 3200), 2.0, 200, 300, 300, (1, 2), 200, 3.0, 100.0, 5.0
+)
+
+
+def filler(size: int = 1700) -> str:
+    """Assistant prose from a fixture transcript, ``size`` characters of it."""
+    texts: list[str] = []
+    for raw in FIXTURE.read_bytes().splitlines():
+        rec = orjson.loads(raw)
+        if rec.get("type") == "assistant":
+            texts += [c["text"] for c in rec["message"]["content"] if c.get("type") == "text"]
+    return " ".join(texts)[:size]
+
+
+FILLER = filler()
+
+
+class CWorker(Worker):
+    """A ``compare_workers.py`` subprocess (READY, then one JSON line)."""
+
+    def __init__(self, *args: str) -> None:
+        super().__init__()
+        self.args = [sys.executable, str(WORKERS), *args]
+
+    async def say(self, text: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(text.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def expect(self, word: bytes, timeout_s: float = 60) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
+        if line.strip() != word:
+            raise RuntimeError(f"worker said {line!r}, not {word!r}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+
+
+async def write_lines(path: Path, sid: str, count: int, rate: float, first: int = 0) -> float:
+    """Append ``count`` timed lines at ``rate``/s (each stamped as it is written); seconds."""
+    lines = [user_line(sid, f"{PLACE.decode()} {FILLER}") for _ in range(count)]
+    start = time.monotonic()
+    with open(path, "ab", buffering=0) as f:  # noqa: ASYNC230 - the write itself is measured
+        for i, line in enumerate(lines):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            f.write(line.replace(PLACE, b"lat %d %06d" % (time.time_ns(), first + i), 1))
+    return time.monotonic() - start
+
+
+@dataclass
+class Stack:
+    """One system, up for the whole run: where clients connect and where lines go."""
+
+    name: str
+    proto: str
+    url: str
+    pid: int
+    new_target: Callable[[], Awaitable[tuple[str, Path]]]
+    stop: Callable[[], Awaitable[None]]
+
+
+async def relaybus_stack(srv: RedisServer, tmp: Path) -> Stack:
+    ns = f"cmp{uuid.uuid4().hex[:6]}"
+    claude = tmp / "relaybus" / "claude"
+    (claude / "projects").mkdir(parents=True)
+    (claude / "sessions").mkdir()
+    col = CollectorProc(
+        redis_url=srv.url, namespace=ns, claude_dir=claude, env={"RELAYBUS_BACKFILL_EVENTS": "10"}
+    )
+    gw = GatewayProc(
+        redis_url=srv.url, namespace=ns, tokens=TOKEN, env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"}
+    )
+    col.start()
+    gw.start()
+    assert gw.proc is not None
+
+    async def new_target() -> tuple[str, Path]:
+        sid = str(uuid.uuid4())
+        path = transcript(claude, sid)
+        path.write_bytes(user_line(sid, "hello"))
+        client = aioredis.Redis.from_url(srv.url)
+        try:
+            for _ in range(600):
+                if await client.exists(Keys(ns).session(sid)):
+                    return sid, path
+                await asyncio.sleep(0.02)
+        finally:
+            await client.aclose()
+        raise RuntimeError("relaybus did not publish the session")
+
+    async def stop() -> None:
+        gw.kill()
+        col.stop()
+
+    return Stack("relaybus", "relaybus", gw.ws, gw.proc.pid, new_target, stop)
+
+
+def file_target(d: Path) -> Callable[[], Awaitable[tuple[str, Path]]]:
+    async def new_target() -> tuple[str, Path]:
+        sid = str(uuid.uuid4())
+        path = d / f"{sid}.jsonl"
+        path.write_bytes(b"")
+        await asyncio.sleep(0.1)  # the tailer sees the file before its first line
+        return sid, path
+
+    return new_target
+
+
+async def socketio_stack(srv: RedisServer, tmp: Path) -> Stack:
+    d = tmp / "socketio"
+    d.mkdir()
+    port = free_port()
+    channel = f"sio{uuid.uuid4().hex[:6]}"
+    server = await CWorker(
+        "sio-server", "--redis", srv.url, "--port", str(port), "--channel", channel
+    ).start()
+    tail = await CWorker(
+        "sio-tail", "--dir", str(d), "--redis", srv.url, "--channel", channel
+    ).start()
+    assert server.proc is not None
+
+    async def stop() -> None:
+        for w in (tail, server):
+            w.kill()
+            if w.proc is not None:
+                await w.proc.wait()
+
+    return Stack("socketio", "sio", f"ws://127.0.0.1:{port}", server.proc.pid, file_target(d), stop)
+
+
+async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
+    d = tmp / "floor"
+    d.mkdir()
+    port = free_port()
+    floor = await Worker("floor", "--dir", str(d), "--redis", srv.url, "--port", str(port)).start()
+    assert floor.proc is not None
+    proc = floor.proc
+
+    async def stop() -> None:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+    return Stack("floor", "floor", f"ws://127.0.0.1:{port}", proc.pid, file_target(d), stop)
+
+
+def summary(lat: list[float], expected: int) -> dict[str, Any]:
+    return {
+        "received": len(lat),
+        "expected": expected,
+        "lost": expected - len(lat),
+        "p50_ms": pct(lat, 0.5) if lat else None,
+        "p99_ms": pct(lat, 0.99) if lat else None,
+        "max_ms": pct(lat, 1.0) if lat else None,
+        "late_over_10s": sum(1 for x in lat if x > 10_000),
+    }
+
+
+async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float) -> dict[str, Any]:
+    """``lines`` timed lines at ``rate``/s to ``n`` clients of ``st``; bounded by ``grace_s``."""
+    sid, path = await st.new_target()
+    w = await CWorker(
+        "clients",
+        "--proto",
+        st.proto,
+        "--url",
+        st.url,
+        "--token",
+        TOKEN,
+        "--sid",
+        sid,
+        "--n",
+        str(n),
+        "--count",
+        str(lines),
+        "--max-s",
+        str(lines / rate + grace_s),
+    ).start(300)
+    cpu0 = cpu_s(st.pid)
+    seconds = await write_lines(path, sid, lines, rate)
+    res = await w.result(lines / rate + grace_s + 60)
+    cpu = cpu_s(st.pid) - cpu0
+    return {
+        "system": st.name,
+        "clients": n,
+        "lines_per_s": rate,
+        "server_cpu_s": round(cpu, 2),
+        "write_s": round(seconds, 2),
+        **summary(res["latencies_ms"], n * lines),
+    }
+
+
+async def latency(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
+    rows = []
+    for n in plan.latency_clients:
+        for st in stacks:
+            rows.append(await latency_run(st, n, plan.latency_lines, 100, plan.grace_s))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+async def ladder(stacks: list[Stack], plan: Plan) -> dict[str, Any]:
+    """Rates up the ladder into 100 clients until p99 > 250 ms or a line is missing."""
+    rows: list[dict[str, Any]] = []
+    best: dict[str, int | None] = {st.name: None for st in stacks}
+    failed: set[str] = set()
+    for rate in plan.ladder:
+        for st in stacks:
+            if st.name in failed:
+                continue
+            lines = int(rate * plan.ladder_s)
+            row = await latency_run(st, 100, lines, rate, 5.0)
+            row["ok"] = row["lost"] == 0 and row["p99_ms"] is not None and row["p99_ms"] <= 250
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if row["ok"]:
+                best[st.name] = rate
+            else:
+                failed.add(st.name)
+    return {
+        "clients": 100,
+        "step_s": plan.ladder_s,
+        "rates": list(plan.ladder),
+        "max_sustained_lines_per_s": best,
+        "rows": rows,
+    }
+
+
+async def storm(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
+    """All clients drop, ``storm_lines`` lines are written, all reconnect at once."""
+    rows = []
+    for st in stacks:
+        sid, path = await st.new_target()
+        await write_lines(path, sid, 5, 100, first=900_000)  # relaybus clients get a seqId
+        w = await CWorker(
+            "storm",
+            "--proto",
+            st.proto,
+            "--url",
+            st.url,
+            "--token",
+            TOKEN,
+            "--sid",
+            sid,
+            "--n",
+            str(plan.storm_clients),
+            "--count",
+            str(plan.storm_lines),
+            "--first",
+            "0",
+            "--max-s",
+            str(2 * plan.grace_s),
+        ).start(300)
+        await write_lines(path, sid, 5, 100, first=900_005)
+        await asyncio.sleep(1)
+        await w.say("drop")
+        await w.expect(b"DROPPED")
+        await write_lines(path, sid, plan.storm_lines, 1000)
+        await asyncio.sleep(1)  # the lines are in the system before anyone is back
+        await w.say("resume")
+        res = await w.result(2 * plan.grace_s + 120)
+        rows.append({"system": st.name, **res})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+async def idle_memory(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
+    rows = []
+    for st in stacks:
+        sid, _path = await st.new_target()
+        await asyncio.sleep(1)
+        before = rss_kib(st.pid)
+        w = await CWorker(
+            "idle",
+            "--proto",
+            st.proto,
+            "--url",
+            st.url,
+            "--token",
+            TOKEN,
+            "--sid",
+            sid,
+            "--n",
+            str(plan.idle_clients),
+        ).start(300)
+        await asyncio.sleep(2)
+        after = rss_kib(st.pid)
+        await w.stop()
+        rows.append(
+            {
+                "system": st.name,
+                "idle_clients": plan.idle_clients,
+                "rss_before_kib": before,
+                "rss_after_kib": after,
+                "kib_per_connection": round((after - before) / plan.idle_clients, 1),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+NGINX_TEMPS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+
+
+def nginx_conf(root: Path, port: int, upstreams: list[int]) -> Path:
+    """The shipped deploy/nginx.conf on loopback: local upstreams, paths under ``root``, and
+    ``limit_conn`` lifted (every bench client comes from 127.0.0.1; 64 would refuse them)."""
+    text = (REPO / "deploy" / "nginx.conf").read_text()
+    text = text.replace(
+        "server gateway:8080 max_fails=1 fail_timeout=5s;",
+        " ".join(f"server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;" for p in upstreams),
+    )
+    text = text.replace("listen 8080;", f"listen 127.0.0.1:{port};")
+    text = text.replace("limit_conn per_address 64;", "")
+    text = text.replace("access_log /dev/stdout relaybus;", "access_log off;")
+    text = text.replace(
+        "error_log /dev/stderr warn;", f"error_log {root}/error.log warn;\npid {root}/nginx.pid;"
+    )
+    temps = "".join(f"    {t}_temp_path {root}/{t};\n" for t in NGINX_TEMPS)
+    text = text.replace("http {\n", "http {\n" + temps, 1)
+    conf = root / "nginx.conf"
+    conf.write_text(text)
+    return conf
+
+
+async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any]:
+    """N relaybus gateways behind nginx; deliveries/s at an offered load beyond one gateway."""
+    nginx = shutil.which("nginx")
+    if nginx is None:
+        return {"skipped": "nginx not installed"}
+    rows = []
+    rate = plan.nginx_rate
+    for n in plan.nginx_gateways:
+        ns = f"ngx{uuid.uuid4().hex[:6]}"
+        client = aioredis.Redis.from_url(srv.url)
+        pub = Publisher(client, Keys(ns))
+        await pub.start_session("s1")
+        gws = [GatewayProc(redis_url=srv.url, namespace=ns, tokens=TOKEN) for _ in range(n)]
+        root = tmp / f"nginx{n}"
+        root.mkdir()
+        port = free_port()
+        conf = nginx_conf(root, port, [g.port for g in gws])
+        proc = None
+        try:
+            for g in gws:
+                g.start()
+            proc = await asyncio.create_subprocess_exec(
+                nginx,
+                "-p",
+                str(root),
+                "-c",
+                str(conf),
+                "-g",
+                "daemon off;",
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            await asyncio.sleep(0.5)
+            events = int(rate * plan.nginx_s)
+            w = await CWorker(
+                "clients",
+                "--proto",
+                "relaybus",
+                "--url",
+                f"ws://127.0.0.1:{port}/ws",
+                "--token",
+                TOKEN,
+                "--sid",
+                "s1",
+                "--n",
+                str(plan.nginx_clients),
+                "--count",
+                str(events),
+                "--max-s",
+                str(plan.nginx_s + plan.grace_s),
+            ).start(300)
+            cpu0 = sum(cpu_s(g.proc.pid) for g in gws if g.proc is not None)
+            start = time.monotonic()
+            for i in range(events):
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await pub.events("s1", [f"lat {time.time_ns()} {i:06d} {FILLER}"])
+            sent_s = time.monotonic() - start
+            res = await w.result(plan.nginx_s + plan.grace_s + 60)
+            cpu = sum(cpu_s(g.proc.pid) for g in gws if g.proc is not None) - cpu0
+        finally:
+            if proc is not None:
+                proc.terminate()
+                await proc.wait()
+            for g in gws:
+                g.kill()
+            await client.aclose()
+        lat = res["latencies_ms"]
+        rows.append(
+            {
+                "gateways": n,
+                "clients": plan.nginx_clients,
+                "events_per_s": rate,
+                "deliveries_per_s": round(len(lat) / max(sent_s, max(lat, default=0) / 1000)),
+                "gateways_cpu_s": round(cpu, 2),
+                **summary(lat, plan.nginx_clients * events),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return {
+        "note": "shipped deploy/nginx.conf, limit_conn lifted (all clients share 127.0.0.1)",
+        "rows": rows,
+    }
+
+
+async def run(plan: Plan, only: set[str], systems: set[str]) -> dict[str, Any]:
+    binaries = server_binaries()
+    kind = "redis" if "redis" in binaries else "valkey"
+    out: dict[str, Any] = {
+        "benchmark": "compare",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "load_1m_at_start": round(os.getloadavg()[0], 2),
+        },
+        "server": kind,
+        "plan": plan.__dict__,
+        "line_bytes": len(user_line(str(uuid.uuid4()), f"{PLACE.decode()} {FILLER}")),
+    }
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        srv = RedisServer(kind, binaries[kind], tmp / "srv")
+        srv.start()
+        stacks: list[Stack] = []
+        try:
+            if only & {"latency", "ladder", "storm", "memory"}:
+                for make in (relaybus_stack, socketio_stack, floor_stack):
+                    if make.__name__.split("_")[0] in systems:
+                        stacks.append(await make(srv, tmp))
+            if "memory" in only:  # first: the servers' heaps have not grown yet
+                out["idle_memory"] = await idle_memory(stacks, plan)
+            if "latency" in only:
+                out["latency"] = await latency(stacks, plan)
+            if "ladder" in only:
+                out["ladder"] = await ladder(stacks, plan)
+            if "storm" in only:
+                out["storm"] = await storm(stacks, plan)
+            for st in stacks:
+                await st.stop()
+            stacks = []
+            if "nginx" in only:
+                out["nginx"] = await behind_nginx(srv, tmp, plan)
+        finally:
+            for st in stacks:
+                await st.stop()
+            srv.stop()
+    out["seconds"] = round(time.monotonic() - t0)
+    out["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def render(res: dict[str, Any]) -> str:
+    """The generated Markdown: one table per workload (and the plot's link)."""
+    m = res["machine"]
+    out = [
+        f"Run {res['when']}, {res['seconds']} s, {m['cpus']} CPUs, load {m['load_1m_at_start']}"
+        f" → {m['load_1m_at_end']}, {res['server']}, lines of {res['line_bytes']} bytes, "
+        f"plan: `{json.dumps(res['plan'])}`.",
+        "",
+    ]
+    if "latency" in res:
+        out += [
+            "### (a) Latency at 100 lines/s (write → frame received, ms)",
+            "",
+            "| clients | relaybus p50 / p99 | socketio p50 / p99 | floor p50 / p99 | lost (r / s / f) |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+        ]
+        by = {(r["clients"], r["system"]): r for r in res["latency"]}
+        for n in sorted({r["clients"] for r in res["latency"]}):
+            cells = [f"{fmt(by[n, s]['p50_ms'])} / {fmt(by[n, s]['p99_ms'])}" for s in SYSTEMS]
+            lost = " / ".join(fmt(by[n, s]["lost"]) for s in SYSTEMS)
+            out.append(f"| {n:,} | " + " | ".join(cells) + f" | {lost} |")
+        out += ["", "![latency by clients](performance-compare.png)", ""]
+    if "ladder" in res:
+        lad = res["ladder"]
+        best = lad["max_sustained_lines_per_s"]
+        out += [
+            f"### (b) Highest sustained rate into {lad['clients']} clients "
+            f"(p99 ≤ 250 ms, nothing lost; {lad['step_s']} s per step)",
+            "",
+            "| rate | " + " | ".join(SYSTEMS) + " |",
+            "| ---: | ---: | ---: | ---: |",
+        ]
+        for rate in lad["rates"]:
+            cells = []
+            for s in SYSTEMS:
+                r = next(
+                    (x for x in lad["rows"] if x["system"] == s and x["lines_per_s"] == rate), None
+                )
+                cells.append(
+                    "not run"
+                    if r is None
+                    else f"{fmt(r['p99_ms'])} ms, lost {fmt(r['lost'])}{'' if r['ok'] else ' ✗'}"
+                )
+            out.append(f"| {rate:,}/s | " + " | ".join(cells) + " |")
+        out += ["| **max** | " + " | ".join(f"**{fmt(best[s])}**" for s in SYSTEMS) + " |", ""]
+    if "storm" in res:
+        out += [
+            "### (c) Reconnect storm",
+            "",
+            "| system | clients | lines while away | all reconnected (s) | all caught up (s) "
+            "| lost | later than 10 s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in res["storm"]:
+            out.append(
+                f"| {r['system']} | {r['clients']:,} | {r['lines_while_away']:,} | "
+                f"{fmt(r['all_reconnected_s'])} | {fmt(r['all_caught_up_s'])} | "
+                f"{r['lost']:,} of {r['expected']:,} | {r['late_over_10s']:,} |"
+            )
+        out.append("")
+    if "idle_memory" in res:
+        out += [
+            "### (d) Memory per idle connection (server RSS growth)",
+            "",
+            "| system | idle clients | KiB per connection |",
+            "| --- | ---: | ---: |",
+        ]
+        out += [
+            f"| {r['system']} | {r['idle_clients']:,} | {fmt(r['kib_per_connection'])} |"
+            for r in res["idle_memory"]
+        ]
+        out.append("")
+    if "nginx" in res and "rows" in res["nginx"]:
+        out += [
+            "### (e) relaybus gateways behind nginx (one machine)",
+            "",
+            f"{res['nginx']['note']}.",
+            "",
+            "| gateways | clients | events/s | deliveries/s | p50 / p99 ms | lost | gateways' CPU s |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        out += [
+            f"| {r['gateways']} | {r['clients']:,} | {fmt(r['events_per_s'])} | "
+            f"{r['deliveries_per_s']:,} | {fmt(r['p50_ms'])} / {fmt(r['p99_ms'])} | "
+            f"{r['lost']:,} | {fmt(r['gateways_cpu_s'])} |"
+            for r in res["nginx"]["rows"]
+        ]
+        out.append("")
+    return "\n".join(out)
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, key in zip(axes, ("p50_ms", "p99_ms"), strict=True):
+        for s in SYSTEMS:
+            rows = [r for r in res["latency"] if r["system"] == s and r[key] is not None]
+            ax.plot([r["clients"] for r in rows], [r[key] for r in rows], marker="o", label=s)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("clients")
+        ax.set_ylabel(f"{key.split('_')[0]} latency (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("write → frame received at 100 lines/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def write_doc(res: dict[str, Any], doc: Path) -> None:
+    """Put the generated part between the markers of ``doc`` (the prose around it stays)."""
+    text = doc.read_text() if doc.exists() else f"# Performance\n\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    doc.write_text(f"{head}{BEGIN}\n{render(res)}\n{END}{tail}")
+    if "latency" in res:
+        plot(res, doc.parent / PLOT.name)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="a ~2 minute smoke of every workload")
+    p.add_argument("--only", default="latency,ladder,storm,memory,nginx")
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--doc", type=Path, default=DOC, help="the Markdown file to update")
+    p.add_argument("--no-doc", action="store_true", help="write the JSON only")
+    p.add_argument("--render", action="store_true", help="only redraw the doc from --out")
+    args = p.parse_args()
+    if args.render:
+        res = json.loads(args.out.read_text())
+    else:
+        res = asyncio.run(
+            run(
+                QUICK if args.quick else FULL,
+                set(args.only.split(",")),
+                set(args.systems.split(",")),
+            )
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(res, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    if not args.no_doc:
+        write_doc(res, args.doc)
+        print(f"wrote {args.doc}")
+
+
+if __name__ == "__main__":
+    main()

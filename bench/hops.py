@@ -1,0 +1,163 @@
+"""Where relaybus's time goes at small fan-out: a per-hop timestamp trace against the floor.
+
+One client per system, ``--lines`` timed lines at 100/s. A monitor process-local
+``XREAD BLOCK`` on each system's stream stamps the moment an entry is in Redis, so each
+line's latency splits into write -> in Redis (tailer, projection, append) and in Redis ->
+client (reader, fan-out, WebSocket write). Also counts the Redis commands per line
+(``--monitor``: it slows Redis down). Prints one JSON object. Usage: ``python bench/hops.py [--lines 300]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from compare import TOKEN, CWorker, Stack, floor_stack, relaybus_stack, write_lines
+from compare_workers import parse
+from gateway_bench import pct
+
+from relaybus.shared.store.keys import Keys
+from tests.support.servers import RedisServer, server_binaries
+
+
+async def monitor_stream(url: str, key: str, seen: dict[int, int], stop: asyncio.Event) -> None:
+    """Stamp (time_ns) each timed line's arrival in stream ``key``."""
+    client = aioredis.Redis.from_url(url)
+    last = "$"
+    try:
+        while not stop.is_set():
+            reply = await client.xread({key: last}, block=200, count=100)
+            now = time.time_ns()
+            for _key, entries in reply or []:
+                for eid, fields in entries:
+                    last = eid
+                    for value in fields.values():
+                        got = parse(value)
+                        if got is not None:
+                            seen[got[1]] = now - got[0]
+    finally:
+        await client.aclose()
+
+
+async def count_commands(url: str, stop: asyncio.Event, out: dict[str, int]) -> None:
+    """Redis commands by name while the trace runs (MONITOR)."""
+    client = aioredis.Redis.from_url(url)
+    async with client.monitor() as m:
+        async for cmd in m.listen():
+            if stop.is_set():
+                break
+            name = str(cmd.get("command", "")).split(" ", 1)[0].upper()
+            out[name] = out.get(name, 0) + 1
+    await client.aclose()
+
+
+async def trace(st: Stack, url: str, key_of: Any, lines: int, monitor: bool) -> dict[str, Any]:
+    sid, path = await st.new_target()
+    key = await key_of()
+    w = await CWorker(
+        "clients",
+        "--proto",
+        st.proto,
+        "--url",
+        st.url,
+        "--token",
+        TOKEN,
+        "--sid",
+        sid,
+        "--n",
+        "1",
+        "--count",
+        str(lines),
+        "--max-s",
+        str(lines / 100 + 10),
+        "--per-line",
+    ).start()
+    seen: dict[int, int] = {}
+    commands: dict[str, int] = {}
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(monitor_stream(url, key, seen, stop))]
+    if monitor:  # MONITOR slows Redis down, the more so the more commands a line costs
+        tasks.append(asyncio.create_task(count_commands(url, stop, commands)))
+    await asyncio.sleep(0.3)
+    await write_lines(path, sid, lines, 100)
+    res = await w.result()
+    stop.set()
+    await asyncio.wait(tasks, timeout=3)
+    for t in tasks:
+        t.cancel()
+    total = {int(k): v for k, v in res["per_line_ms"].items()}
+    to_redis = [seen[i] / 1e6 for i in total if i in seen]
+    to_client = [total[i] - seen[i] / 1e6 for i in total if i in seen]
+    return {
+        "system": st.name,
+        "lines": lines,
+        "traced": len(to_redis),
+        "total_p50_ms": pct(list(total.values()), 0.5),
+        "write_to_redis_p50_ms": pct(to_redis, 0.5),
+        "redis_to_client_p50_ms": pct(to_client, 0.5),
+        "total_p99_ms": pct(list(total.values()), 0.99),
+        "redis_commands_per_line": {
+            k: round(v / lines, 2) for k, v in sorted(commands.items(), key=lambda kv: -kv[1])[:8]
+        },
+    }
+
+
+async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, Any]]:
+    import tempfile
+
+    binaries = server_binaries()
+    kind = "redis" if "redis" in binaries else "valkey"
+    rows = []
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        srv = RedisServer(kind, binaries[kind], tmp / "srv")
+        srv.start()
+        stacks: list[Stack] = []
+        try:
+            stacks.append(await relaybus_stack(srv, tmp))
+            stacks.append(await floor_stack(srv, tmp))
+            probe = aioredis.Redis.from_url(srv.url)
+
+            async def relaybus_key() -> str:
+                ns = (
+                    next(k.decode() for k in await probe.keys("*:epoch"))
+                    .rsplit(":", 1)[0]
+                    .strip("{}")
+                )
+                return Keys(ns).log
+
+            async def floor_key() -> str:
+                while not await probe.keys("floor:*"):
+                    await write_lines(tmp / "floor" / "warm.jsonl", "warm", 1, 100)
+                    await asyncio.sleep(0.2)
+                return (await probe.keys("floor:*"))[0].decode()
+
+            for _ in range(rounds):
+                rows.append(await trace(stacks[0], srv.url, relaybus_key, lines, monitor))
+                print(json.dumps(rows[-1]), flush=True)
+                rows.append(await trace(stacks[1], srv.url, floor_key, lines, monitor))
+                print(json.dumps(rows[-1]), flush=True)
+            await probe.aclose()
+        finally:
+            for st in stacks:
+                await st.stop()
+            srv.stop()
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--lines", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--monitor", action="store_true", help="also count Redis commands per line")
+    args = p.parse_args()
+    asyncio.run(main_async(args.lines, args.rounds, args.monitor))
+
+
+if __name__ == "__main__":
+    main()

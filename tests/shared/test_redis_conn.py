@@ -1,0 +1,35 @@
+"""The Redis client the collector and the gateway share (``shared.redis_conn.connect``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aioredis
+
+from relaybus.shared.store.connection import connect
+from tests.conftest import make_settings
+from tests.support.servers import RedisServer
+
+#: redis-py's default pool size (more concurrent commands than it has connections).
+POOL = 100
+
+
+async def test_commands_beyond_the_pool_size_wait_instead_of_failing(
+    server: RedisServer, namespace: str
+) -> None:
+    """A reconnect storm runs hundreds of reads at once: the commands past the pool's
+    connections wait for one to be free, none fails with "Too many connections"."""
+    client = connect(make_settings(server.url, namespace))
+    other = aioredis.Redis.from_url(server.url)
+    key = f"{namespace}:queue"
+    n = POOL + 30
+    try:
+        pops = [asyncio.create_task(client.blpop([key], timeout=5)) for _ in range(n)]
+        await asyncio.sleep(0.3)  # the first POOL hold every connection, blocked in Redis
+        assert not any(t.done() for t in pops)
+        await other.rpush(key, *range(n))
+        got = await asyncio.gather(*pops)
+        assert sorted(int(v) for _k, v in got) == list(range(n))
+    finally:
+        await client.aclose()
+        await other.aclose()
