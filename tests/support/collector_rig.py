@@ -15,7 +15,6 @@ from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.publisher import Publisher
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.transcript import projection
 from tests.support.collector_records import Entries
 
 
@@ -31,7 +30,7 @@ class Rig:
     def build(cls, settings: Settings) -> Rig:
         client = aioredis.Redis.from_url(settings.redis_url.get_secret_value())
         metrics = CollectorMetrics(CollectorRegistry())
-        engine = Engine(settings, Publisher(client, settings, metrics), metrics, projection)
+        engine = Engine(settings, Publisher(client, settings, metrics), metrics)
         return cls(settings, client, engine, metrics, Keys(settings.namespace))
 
     def metric(self, name: str, **labels: str) -> float:
