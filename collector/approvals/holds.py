@@ -2,42 +2,40 @@
 
 See the package docstring (``relaybus.collector.approvals``) for how a request ends. A
 held request's ``permission_request``/``permission_resolved`` events and the session's
-turn change are applied by the engine task (:class:`ApprovalEvent` in its inbox).
+turn change are applied by the engine task (:class:`ApprovalEvent` in its inbox); their
+Redis records are :mod:`.records`.
+
+Over 300 lines: a request's admission, matching, hold and end are one state machine over
+the same table of held requests, which the engine's observer callbacks also read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from relaybus.collector.approvals import endpoint, preview
+from relaybus.collector.approvals.records import Decision, Records, now_ms
 from relaybus.collector.inbox import Inbox, SessionWriter
 from relaybus.collector.session_state import turn_event, turn_hash
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.store.connection import connect
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import approvals, frames
 from relaybus.shared.wire.commands import INVALID, Command, Reply
 from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
-#: One Redis round trip on the hook's path may take this long before we give up.
-REDIS_OP_S = 2.0
 #: The request must be in the log within this time, or the hook gets no decision.
 PUBLISH_WAIT_S = 5.0
 #: A request whose tool call is not in the transcript yet waits this long for it (polling)
@@ -49,8 +47,6 @@ POLL_S = 0.5
 #: A held request (watched mode) is released after nobody watched it for this long.
 UNWATCHED_GRACE_S = 5.0
 MAX_HELD = 256
-
-Decision = tuple[str, str | None]
 
 
 @dataclass(slots=True)
@@ -93,12 +89,12 @@ class ApprovalEvent:
         events = list(self.events)
         h: dict[str, str] = {}
         change = state.turn.on_approval(
-            self.waiting_for(self.sid), _now_ms(), answered=self.answered
+            self.waiting_for(self.sid), now_ms(), answered=self.answered
         )
         while change is not None:
             events.append(turn_event(self.sid, change))
             h.update(turn_hash(change))
-            change = state.turn.settle(_now_ms())
+            change = state.turn.settle(now_ms())
         await writer.commit(state, events, h)
         if self.published is not None and not self.published.done():
             self.published.set_result(None)
@@ -112,15 +108,11 @@ class Approvals:
     inbox: Inbox
     #: ``relaybus_collector_approvals_total{outcome}`` (``relaybus.collector.metrics``)
     outcomes: Counter
-    keys: Keys = field(init=False)
     held: dict[str, Held] = field(default_factory=dict, init=False)
     #: The live-process file's last status per session (``waiting``: Claude Code's dialog).
     _live: dict[str, str] = field(default_factory=dict, init=False)
-    _client: aioredis.Redis | None = field(default=None, init=False)
+    _client: Records | None = field(default=None, init=False)
     port: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        self.keys = Keys(self.settings.namespace)
 
     # --- the endpoint -----------------------------------------------------------------
 
@@ -128,7 +120,7 @@ class Approvals:
         """Serve until ``stop``; held requests then end with no decision."""
         if self.settings.approval_port == 0:
             return
-        self._client = connect(self.settings)
+        self._client = Records(connect(self.settings), self.settings)
         bound: endpoint.Bound | None = None
         try:
             bound = await endpoint.listen(self.settings, self.request)
@@ -150,7 +142,7 @@ class Approvals:
         finally:
             if bound is not None:
                 endpoint.unlink(bound[1], bound[2])
-            await self._client.aclose()
+            await self._client.client.aclose()
             self._client = None
 
     # --- one request --------------------------------------------------------------------
@@ -183,20 +175,20 @@ class Approvals:
         if len(self.held) >= MAX_HELD:
             log.warning("approvals: %d requests held already; no decision", len(self.held))
             return "busy", {}
-        if s.approval_mode == "watched" and not await self._watchers(sid):
+        records = self._records
+        if s.approval_mode == "watched" and not await records.watchers(sid):
             log.info("approvals: %s %s: nobody watching, no decision", sid, name)
             return "unwatched", {}
-        host, cwd = await self._op(self._redis.hmget(self.keys.session(sid), ["host", "cwd"]))
+        host, cwd = await records.session(sid)
         if not host:
             log.info("approvals: %s %s: unknown session, no decision", sid, name)
             return "unknown_session", {}
         key = uuid.uuid4().hex
-        expires = _now_ms() + int(s.approval_timeout_seconds * 1000)
+        expires = now_ms() + int(s.approval_timeout_seconds * 1000)
         taken = {h.tool_use_id for h in self.held.values() if h.sid == sid and h.tool_use_id}
         transcript = preview.transcript_path(s.claude_dir, req.get("transcript_path"))
-        offset = (
-            preview.file_size(transcript) if transcript is not None else 0
-        )  # before the first look
+        # the transcript's size before the first look: later calls are written after it
+        offset = preview.file_size(transcript) if transcript is not None else 0
         tool_use_id, edit = await asyncio.to_thread(
             preview.describe, transcript, name, tool_input, taken, _text(cwd)
         )
@@ -220,15 +212,9 @@ class Approvals:
         )
         if tool_use_id is None and transcript is not None:
             held.rematch = lambda ids: preview.call_after(transcript, offset, name, tool_input, ids)
-        index = approvals.pending_key(self.keys, sid)
-        entry = orjson.dumps({"host": s.host_id, "name": name, "expiresAt": expires})
-        ttl = int(s.approval_timeout_seconds) + approvals.DECISION_GRACE_S
         self.held[key] = held
         try:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.hset(index, key, entry)
-            pipe.expire(index, ttl)
-            await self._op(pipe.execute())
+            await records.index(sid, key, name, expires)
             frame = frames.permission_request(
                 sid,
                 request_key=key,
@@ -264,9 +250,8 @@ class Approvals:
         """Wait for the decision, the timeout, the hook leaving, or (watched) the watchers leaving."""
         unwatched_since: float | None = None
         loop = asyncio.get_running_loop()
-        dkey = approvals.decision_key(self.keys, held.key)
         while True:
-            left = (expires_ms - _now_ms()) / 1000
+            left = (expires_ms - now_ms()) / 1000
             if left <= 0:
                 return (approvals.TIMEOUT, None)
             waits: set[asyncio.Future[Any]] = {held.decided, gone}
@@ -285,8 +270,10 @@ class Approvals:
                     if call[1]:
                         return (approvals.ANSWERED_ELSEWHERE, "answered in the terminal")
             try:
-                found = approvals.parse_decision(await self._op(self._redis.get(dkey)))
-                watched = self.settings.approval_mode != "watched" or await self._watchers(held.sid)
+                found = await self._records.decision(held.key)
+                watched = self.settings.approval_mode != "watched" or await self._records.watchers(
+                    held.sid
+                )
             except (RedisError, OSError, TimeoutError) as exc:
                 log.warning("approvals: Redis unavailable while holding %s: %s", held.key, exc)
                 return (approvals.CANCELLED, "storage unavailable")
@@ -302,26 +289,10 @@ class Approvals:
 
     async def _finish(self, held: Held, decision: Decision, *, claim: bool) -> Decision:
         """Record the end (first writer wins), drop the index entry, publish the resolution."""
-        dkey = approvals.decision_key(self.keys, held.key)
-        ttl = approvals.DECISION_GRACE_S + int(self.settings.approval_timeout_seconds)
         try:
-            if claim and not await self._op(
-                self._redis.set(dkey, approvals.decision_record(*decision), nx=True, ex=ttl)
-            ):
-                # a client decided in the same instant: its decision stands
-                decision = (
-                    approvals.parse_decision(await self._op(self._redis.get(dkey))) or decision
-                )
-            # the pending entry and the session's "last resolved" change together, so a late
-            # keyless decision sees one or the other (already_resolved, not no_pending_request)
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.hdel(approvals.pending_key(self.keys, held.sid), held.key)
-            pipe.set(
-                approvals.resolved_key(self.keys, held.sid),
-                approvals.resolved_record(held.key, decision[0], _now_ms()),
-                ex=max(1, math.ceil(self.settings.approval_timeout_seconds)),
-            )
-            await self._op(pipe.execute())
+            if claim:
+                decision = await self._records.claim(held.key, decision)
+            await self._records.resolve(held.sid, held.key, decision[0])
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("approvals: could not record the end of %s: %s", held.key, exc)
             if claim:
@@ -403,20 +374,11 @@ class Approvals:
         names = [h.name for h in self.held.values() if h.sid == sid and not h.decided.done()]
         return f"approve {names[-1]}" if names else None
 
-    # --- helpers ------------------------------------------------------------------------------
-
     @property
-    def _redis(self) -> aioredis.Redis:
+    def _records(self) -> Records:
         if self._client is None:
             raise RedisError("approvals endpoint is not running")
         return self._client
-
-    async def _op(self, aw: Awaitable[T]) -> T:
-        return await asyncio.wait_for(aw, REDIS_OP_S)
-
-    async def _watchers(self, sid: str) -> int:
-        fields = await self._op(self._redis.hgetall(self.keys.session_watchers(sid)))
-        return approvals.live_watchers(fields, _now_ms())
 
 
 def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
@@ -434,7 +396,3 @@ def _text(raw: bytes | str | None) -> str | None:
     if isinstance(raw, bytes):
         return raw.decode(errors="replace") or None
     return raw or None
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
