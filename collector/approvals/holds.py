@@ -1,4 +1,4 @@
-"""Held permission requests: their state machine, their Redis records, their events.
+"""Held permission requests: their state machine, and the events they publish.
 
 See the package docstring (``relaybus.collector.approvals``) for how a request ends. A
 held request's ``permission_request``/``permission_resolved`` events and the session's
@@ -111,7 +111,7 @@ class Approvals:
     held: dict[str, Held] = field(default_factory=dict, init=False)
     #: The live-process file's last status per session (``waiting``: Claude Code's dialog).
     _live: dict[str, str] = field(default_factory=dict, init=False)
-    _client: Records | None = field(default=None, init=False)
+    _store: Records | None = field(default=None, init=False)
     port: int = field(default=0, init=False)
 
     # --- the endpoint -----------------------------------------------------------------
@@ -120,7 +120,7 @@ class Approvals:
         """Serve until ``stop``; held requests then end with no decision."""
         if self.settings.approval_port == 0:
             return
-        self._client = Records(connect(self.settings), self.settings)
+        self._store = Records(connect(self.settings), self.settings)
         bound: endpoint.Bound | None = None
         try:
             bound = await endpoint.listen(self.settings, self.request)
@@ -142,8 +142,8 @@ class Approvals:
         finally:
             if bound is not None:
                 endpoint.unlink(bound[1], bound[2])
-            await self._client.client.aclose()
-            self._client = None
+            await self._store.client.aclose()
+            self._store = None
 
     # --- one request --------------------------------------------------------------------
 
@@ -376,9 +376,9 @@ class Approvals:
 
     @property
     def _records(self) -> Records:
-        if self._client is None:
+        if self._store is None:
             raise RedisError("approvals endpoint is not running")
-        return self._client
+        return self._store
 
 
 def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:
