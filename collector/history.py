@@ -8,8 +8,9 @@ session is then listed with its cwd, title and last activity, and nothing else.
 
 When a client watches it, the gateway sends a ``load_history`` command; the command task
 hands it to the engine task (the collector's single writer) through its inbox
-(:class:`HistoryRequests`), and ``FileSync.load_history`` publishes the session events of the last ``replay_depth`` lines before
-``historyEnd`` together with ``historyLoaded=1``, in one atomic append. Lines after
+(:class:`HistoryRequests`), and ``FileSync.load_history`` publishes the session events of
+the last ``replay_depth`` lines before ``historyEnd`` (:func:`history_events`) together
+with ``historyLoaded=1``, in one atomic append. Lines after
 ``historyEnd`` belong to the tailer, lines before it only to this loader, and the flag is
 read and written by the one engine task: history is published at most once, and never
 overlaps what the tailer publishes. When the session is resumed before anyone watched it,
