@@ -30,12 +30,14 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from relaybus.collector.drivers import SESSION_ORDER
 from relaybus.collector.drivers.control import Controller
-from relaybus.collector.drivers.notices import TraceMap, TurnNotices
+from relaybus.collector.drivers.notices import TurnNotices
+from relaybus.collector.inbox import Inbox
+from relaybus.collector.traces import TraceMap
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire import commands as c
+from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 from relaybus.shared.wire.ids import valid_session_id
 
@@ -135,7 +137,7 @@ class CommandConsumer:
             return False
         sid = fields.get(b"sid", b"").decode("utf-8", "replace")
         ordered = (
-            bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in c.COMMAND_TYPES
+            bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in wire.COMMAND_TYPES
         )
         after = self._order.get(sid) if ordered else None
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -178,7 +180,7 @@ class CommandConsumer:
         while await self._read_once("0", block=False):
             pass
         claimed: Any = await self._client.xautoclaim(
-            self._stream, c.GROUP, self._host, CLAIM_IDLE_MS, "0-0", count=100
+            self._stream, wire.GROUP, self._host, CLAIM_IDLE_MS, "0-0", count=100
         )
         for entry_id, fields in claimed[1]:
             if fields is not None:
@@ -186,7 +188,7 @@ class CommandConsumer:
 
     async def _read_once(self, start: str, *, block: bool = True) -> int:
         response: Any = await self._client.xreadgroup(
-            c.GROUP,
+            wire.GROUP,
             self._host,
             {self._stream: start},
             count=READ_COUNT,
@@ -198,7 +200,7 @@ class CommandConsumer:
                 if fields:
                     handled += self._start(entry_id, fields)
                 else:  # pending entry trimmed from the stream: nothing left to run
-                    await self._client.xack(self._stream, c.GROUP, entry_id)
+                    await self._client.xack(self._stream, wire.GROUP, entry_id)
                     handled += 1
         return handled
 
@@ -208,18 +210,18 @@ class CommandConsumer:
         except EnvelopeError as exc:
             log.warning("dropping malformed command %s: %s", entry_id, exc)
             count(self._counter, self._handlers, "other", "malformed")
-            await self._client.xack(self._stream, c.GROUP, entry_id)
+            await self._client.xack(self._stream, wire.GROUP, entry_id)
             return
         if cmd.session_id and not valid_session_id(cmd.session_id):
             # never a key, a glob or an argv word: refused before anything runs
-            outcome, reply = "invalid", Reply.failure(cmd.id, c.INVALID, "invalid session id")
+            outcome, reply = "invalid", Reply.failure(cmd.id, wire.INVALID, "invalid session id")
         else:
             outcome, reply = await self._execute_once(cmd)
         reply_stream = self._keys.reply(cmd.gateway_id)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.xadd(reply_stream, reply.fields(), maxlen=c.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.expire(reply_stream, c.REPLY_TTL_S)
-            pipe.xack(self._stream, c.GROUP, entry_id)
+            pipe.xadd(reply_stream, reply.fields(), maxlen=wire.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            pipe.expire(reply_stream, wire.REPLY_TTL_S)
+            pipe.xack(self._stream, wire.GROUP, entry_id)
             await pipe.execute()
         count(self._counter, self._handlers, cmd.type, outcome)
         log.info(
@@ -232,25 +234,27 @@ class CommandConsumer:
         )
 
     async def _execute_once(self, cmd: Command) -> tuple[str, Reply]:
-        if c.now_ms() > cmd.deadline_ms:
-            return "expired", Reply.failure(cmd.id, c.TIMEOUT, "the command expired before it ran")
-        done = c.done_key(self._keys, cmd.id)
-        if not await self._client.set(done, RUNNING, nx=True, ex=c.DONE_TTL_S):
+        if wire.now_ms() > cmd.deadline_ms:
+            return "expired", Reply.failure(
+                cmd.id, wire.TIMEOUT, "the command expired before it ran"
+            )
+        done = wire.done_key(self._keys, cmd.id)
+        if not await self._client.set(done, RUNNING, nx=True, ex=wire.DONE_TTL_S):
             prior = await self._client.get(done)
             if isinstance(prior, bytes) and prior != RUNNING:
                 return "duplicate", Reply.from_fields({b"id": cmd.id.encode(), b"r": prior})
             return "duplicate", Reply.failure(
-                cmd.id, c.UNKNOWN_OUTCOME, "the collector restarted while running this command"
+                cmd.id, wire.UNKNOWN_OUTCOME, "the collector restarted while running this command"
             )
         handler = self._handlers.get(cmd.type)
         if handler is None:
-            reply = Reply.failure(cmd.id, c.INVALID, f"unsupported command {cmd.type!r}")
+            reply = Reply.failure(cmd.id, wire.INVALID, f"unsupported command {cmd.type!r}")
         else:
             try:
                 reply = await handler(cmd)
             except Exception:
                 log.exception("command %s (%s) failed", cmd.id, cmd.type)
-                reply = Reply.failure(cmd.id, c.BRIDGE_ERROR, "the command failed on the host")
+                reply = Reply.failure(cmd.id, wire.BRIDGE_ERROR, "the command failed on the host")
         await self._client.set(done, reply.fields()["r"], xx=True, keepttl=True)
         return ("ok" if reply.ok else reply.code or "error"), reply
 
@@ -258,7 +262,7 @@ class CommandConsumer:
 class CollectorCommands:
     """The collector's command side: consumer, drivers, turn notices and the traceId window.
 
-    ``run`` is the command task; the engine task calls ``notices.apply(engine)`` and the
+    ``run`` is the command task; turn notices go into the engine's ``inbox`` and the
     publisher labels events with ``traces``.
     """
 
@@ -266,7 +270,7 @@ class CollectorCommands:
         self,
         settings: Settings,
         commands_total: Counter,
-        wake: Callable[[], None],
+        inbox: Inbox,
         *,
         extra_handlers: Mapping[str, Handler] | None = None,
     ) -> None:
@@ -275,13 +279,13 @@ class CollectorCommands:
         #: Command types served outside the drivers (``permission_decision``: approvals).
         self._extra = dict(extra_handlers or {})
         self.traces = TraceMap()
-        self.notices = TurnNotices(self.traces, wake)
+        self.notices = TurnNotices(self.traces, inbox)
 
     async def run(self, stop: asyncio.Event) -> None:
         block_ms = 1000
         client = connect(self._settings, block_ms=block_ms)
         controller = Controller(self._settings, client, self.notices)
-        handlers: dict[str, Handler] = dict.fromkeys(c.COMMAND_TYPES, controller.execute)
+        handlers: dict[str, Handler] = dict.fromkeys(wire.COMMAND_TYPES, controller.execute)
         handlers.update(self._extra)
         consumer = CommandConsumer(
             client, self._settings, handlers, self._counter, block_ms=block_ms

@@ -1,8 +1,10 @@
 """What the collector does on each wake-up: sync files, live processes and timers.
 
-One :class:`Engine` per collector, driven by one task (see ``relaybus.collector.service``): the
-files (:class:`~relaybus.collector.files.FileSync`), the live-process files and the session timers
-(turn backstop, idle end). Every write goes through the
+One :class:`Engine` per collector, driven by one task (see ``relaybus.collector.service``):
+the files (:class:`~relaybus.collector.files.FileSync`), the live-process files, the
+session timers (turn backstop, idle end) and the changes other tasks queued in its
+:class:`~relaybus.collector.inbox.Inbox`. The engine owns the session states
+(:class:`~relaybus.collector.session_cache.SessionCache`); every write goes through the
 :class:`~relaybus.collector.publisher.Publisher`, from this one task.
 """
 
@@ -10,17 +12,22 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from relaybus.collector import backfill, procfiles
-from relaybus.collector.files import FileEntry, FileSync
+from relaybus.collector.files import FileSync
+from relaybus.collector.inbox import Inbox
 from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.paths import classify
+from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher, now_ms
-from relaybus.collector.sessions import end_events, turn_event, turn_hash
+from relaybus.collector.session_cache import SessionCache
+from relaybus.collector.session_state import SessionState, end_events, turn_event, turn_hash
+from relaybus.collector.tracked import FileEntry
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.store.appendlog import AppendBatch, OutEvent
 from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -42,6 +49,8 @@ class Engine:
         settings: Settings,
         publisher: Publisher,
         metrics: CollectorMetrics,
+        *,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.pub = publisher
@@ -49,13 +58,58 @@ class Engine:
         self.root = Path(os.path.abspath(settings.claude_dir))  # as watchfiles reports paths
         self.projects = self.root / "projects"
         self.sessions_dir = self.root / "sessions"
+        self.sessions = SessionCache(publisher.client, publisher.keys, publisher.host)
+        #: Changes from other tasks, applied by :meth:`apply_inbox` each loop.
+        self.inbox = Inbox(wake)
         self.observers: list[SessionObserver] = []
-        self.filesync = FileSync(settings, publisher, metrics, self.root, self.observers)
+        self.filesync = FileSync(publisher, Projector(settings, metrics), self, self.root)
         self.live_pids: dict[str, int] = {}
         #: Sessions whose live-process file is gone while their process still runs.
         self.closing: set[str] = set()
         self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.backstop_ms = int(settings.turn_backstop_seconds * 1000)
+
+    # --- the session states (``inbox.SessionWriter``, ``files.SessionOwner``) ----------
+
+    async def session(self, sid: str) -> SessionState:
+        return await self.sessions.get(sid)
+
+    async def commit(
+        self,
+        state: SessionState,
+        events: list[OutEvent],
+        hash_updates: dict[str, str],
+        *,
+        activity_ms: int | None = None,
+    ) -> None:
+        """Publish session-level events (no file offset), then make ``state`` current."""
+        if events or hash_updates:
+            await self.pub.append(
+                AppendBatch(state.sid, events, hash_updates=hash_updates, activity_ms=activity_ms)
+            )
+        self.sessions.put(state)
+
+    def keep(self, state: SessionState) -> None:
+        self.sessions.put(state)
+
+    def accepted(self, state: SessionState, tool_results: list[str]) -> None:
+        self.sessions.put(state)
+        if tool_results:
+            for observer in self.observers:
+                observer.tool_results(state.sid, tool_results)
+
+    def forget(self, sid: str | None = None) -> None:
+        if sid is None:
+            self.sessions.clear()
+        else:
+            self.sessions.drop(sid)
+
+    async def load_history(self, sid: str) -> int:
+        return await self.filesync.load_history(sid)
+
+    async def apply_inbox(self) -> None:
+        """Apply the changes other tasks queued (errors propagate; the rest wait)."""
+        await self.inbox.apply(self)
 
     @property
     def files(self) -> dict[str, FileEntry]:
@@ -66,12 +120,12 @@ class Engine:
     async def start(self) -> None:
         """Adopt the epoch, reload live sessions, then sync everything under backfill rules."""
         epoch = await self.pub.open_epoch()
-        found = await self.pub.load_live_sessions()
+        found = await self.sessions.load_live()
         log.info("collector %s on epoch %s (%d live sessions)", self.pub.host, epoch, found)
         # Sessions whose process was alive at our last look: sync_processes ends those gone.
-        for sid, st in self.pub.sessions.items():
+        for st in self.sessions.states():
             if st.live and st.pid is not None:
-                self.live_pids[sid] = st.pid
+                self.live_pids[st.sid] = st.pid
         await self.sync_processes()
         await self.sync_all(initial=True)
         log.info("tracking %d transcripts under %s", len(self.files), self.projects)
@@ -81,7 +135,7 @@ class Engine:
         self.files.clear()
         self.live_pids.clear()
         self.closing.clear()
-        self.pub.forget_sessions()
+        self.sessions.clear()
 
     async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
         """The safety-net rescan: every transcript on disk, plus files that vanished.
@@ -111,7 +165,7 @@ class Engine:
     def _gauges(self) -> None:
         self.metrics.files_watched.set(len(self.files))
         self.metrics.file_lag.set(sum(e.tail.lag_bytes for e in self.files.values()))
-        self.metrics.sessions_live.set(sum(1 for s in self.pub.sessions.values() if s.live))
+        self.metrics.sessions_live.set(sum(1 for s in self.sessions.states() if s.live))
 
     async def sync_path(
         self, path: Path, *, initial: bool = False, max_batches: int | None = None
@@ -136,7 +190,7 @@ class Engine:
         now = now_ms()
         self.closing.clear()
         for sid, info in live.items():
-            state = (await self.pub.session(sid)).clone()
+            state = (await self.sessions.get(sid)).clone()
             events: list[OutEvent] = []
             h: dict[str, str] = {}
             if state.pid != info.pid:
@@ -144,7 +198,7 @@ class Engine:
                 h["pid"] = str(info.pid)
                 state.turn.busy_seen = False  # a new process says idle before busy: not a turn end
             if not state.live:
-                plan = self.filesync.plan(state)
+                plan = self.filesync.projector.plan(state)
                 plan.state.cwd = plan.state.cwd or info.cwd
                 plan.state.entrypoint = plan.state.entrypoint or (info.entrypoint or "")
                 plan.start_now()
@@ -157,27 +211,25 @@ class Engine:
                 h.update(turn_hash(change))
                 change = state.turn.settle(now)
             if events or h:
-                await self.pub.commit_session(state, events, h, activity_ms=now if events else None)
+                await self.commit(state, events, h, activity_ms=now if events else None)
             else:
-                self.pub.sessions[sid] = state  # the live status is remembered in memory
+                self.keep(state)  # the live status is remembered in memory
             self.live_pids[sid] = info.pid
             self._tell_live(sid, info.status)
         for sid in [s for s in self.live_pids if s not in live]:
             pid = self.live_pids[sid]
             self._tell_live(sid, None)
-            state = (await self.pub.session(sid)).clone()
+            state = (await self.sessions.get(sid)).clone()
             if procfiles.pid_alive(pid):
                 change = state.turn.on_live(None, None, now)
                 if change is not None:
-                    await self.pub.commit_session(
-                        state, [turn_event(sid, change)], turn_hash(change)
-                    )
+                    await self.commit(state, [turn_event(sid, change)], turn_hash(change))
                 else:
-                    self.pub.sessions[sid] = state
+                    self.keep(state)
                 self.closing.add(sid)
                 continue
             await self.drain_session(sid)
-            state = (await self.pub.session(sid)).clone()
+            state = (await self.sessions.get(sid)).clone()
             events, h = [], {}
             change = state.turn.on_live(None, None, now)
             if change is not None:  # e.g. the transcript ended the turn while the file said busy
@@ -190,7 +242,7 @@ class Engine:
                 log.info("session %s: process %d exited, session ended", sid, pid)
             state.pid = None
             h["pid"] = ""
-            await self.pub.commit_session(state, events, h)
+            await self.commit(state, events, h)
             del self.live_pids[sid]
 
     async def drain_session(self, sid: str) -> None:
@@ -210,14 +262,14 @@ class Engine:
     async def tick(self) -> None:
         """Timers: the turn backstop, and idle sessions without a live process."""
         now = now_ms()
-        for sid in list(self.pub.sessions):
-            cached = self.pub.sessions[sid]
+        for cached in self.sessions.states():
+            sid = cached.sid
             idle_for = now - cached.turn.last_activity_ms
             idle_end = cached.live and sid not in self.live_pids and idle_for >= self.idle_ms
             due = cached.turn.backstop_due(now, self.backstop_ms) or cached.turn.live_idle_due(now)
             if not idle_end and not due:
                 if not cached.live and idle_for >= self.idle_ms:
-                    del self.pub.sessions[sid]  # quiet and ended: reloaded from its hash if needed
+                    self.sessions.drop(sid)  # quiet and ended: reloaded from its hash if needed
                 continue
             state = cached.clone()
             events: list[OutEvent] = []
@@ -232,5 +284,5 @@ class Engine:
                 h.update(eh)
                 log.info("session %s: idle for %d s, session ended", sid, idle_for // 1000)
             if events:
-                await self.pub.commit_session(state, events, h)
+                await self.commit(state, events, h)
         self._gauges()

@@ -1,46 +1,39 @@
 """One transcript after another: open, backfill, drain, exactly once.
 
-:class:`FileSync` owns the file cursors. For each file it reads complete lines from the
-committed offset, projects them, plans the session events and appends them atomically
-with the new offset; the next batch is prepared while Redis runs the previous one.
-Refusals (:class:`~relaybus.shared.store.appendlog.EpochChanged`) and connection errors propagate to the
-driver; an :class:`~relaybus.shared.store.appendlog.OffsetConflict` is settled here by adopting the
-committed offset, so nothing is published twice.
+:class:`FileSync` owns the file cursors; the session states belong to the engine
+(:class:`SessionOwner`), which it runs for on the engine task: it reads a state from the
+engine and hands back each state Redis accepted. For each file it reads complete lines
+from the committed offset, projects them, plans the session events and appends them
+atomically with the new offset; the next batch is prepared while Redis runs the previous
+one. Refusals (:class:`~relaybus.shared.store.appendlog.EpochChanged`) and connection
+errors propagate to the driver; an :class:`~relaybus.shared.store.appendlog.OffsetConflict`
+is settled here by adopting the committed offset, so nothing is published twice.
+
+Over 300 lines because a file's open, backfill, pipelined drain and settle all move the
+same cursor and committed offset: split, each part would reach into the other's state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import errno
 import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import redis.exceptions
+from typing import Protocol
 
 from relaybus.collector import backfill, history
-from relaybus.collector.metrics import CollectorMetrics
-from relaybus.collector.paths import TranscriptPath, classify, parent_tool_use_id
-from relaybus.collector.publisher import Publisher, now_ms
-from relaybus.collector.sessions import BatchPlan, SessionState
-from relaybus.collector.tailer import FileTail, Line, NotRegular, Probe, Status, probe
-from relaybus.shared.settings import Settings
-from relaybus.shared.store.appendlog import (
-    AppendBatch,
-    Appended,
-    EpochChanged,
-    OffsetConflict,
-    OutEvent,
-)
-from relaybus.shared.transcript.projection import Projected, oversize_line, project_line
+from relaybus.collector.batch_plan import BatchPlan
+from relaybus.collector.paths import TranscriptPath, classify
+from relaybus.collector.projector import Projector
+from relaybus.collector.publisher import Publisher
+from relaybus.collector.session_state import SessionState
+from relaybus.collector.tailer import FileTail, Line, Probe, Status, probe
+from relaybus.collector.tracked import FileEntry, bus_error, stamp
+from relaybus.shared.store.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
+from relaybus.shared.transcript import projection
 from relaybus.shared.wire.ids import valid_session_id
-
-if TYPE_CHECKING:
-    from relaybus.collector.engine import SessionObserver
 
 log = logging.getLogger(__name__)
 
@@ -52,51 +45,6 @@ SID_PROBE_LINES = 50
 RETRY_S = 60.0
 #: Event-loop turns given to an append to get its request onto the socket.
 SEND_YIELDS = 6
-
-
-#: ``OSError`` numbers that mean "this file", not "the connection to Redis".
-FILE_ERRNOS = frozenset(
-    {
-        errno.ENOENT,
-        errno.EACCES,
-        errno.EPERM,
-        errno.ELOOP,
-        errno.EISDIR,
-        errno.ENOTDIR,
-        errno.ENXIO,
-        errno.ENAMETOOLONG,
-        errno.EINVAL,
-        errno.EIO,
-        errno.EFBIG,
-        errno.EOVERFLOW,
-    }
-)
-
-
-def bus_error(exc: BaseException) -> bool:
-    """An error of Redis or the epoch (the engine holds and retries), not of one file."""
-    if isinstance(
-        exc,
-        EpochChanged
-        | redis.exceptions.ConnectionError
-        | redis.exceptions.TimeoutError
-        | redis.exceptions.ReadOnlyError
-        | redis.exceptions.OutOfMemoryError
-        | redis.exceptions.BusyLoadingError,
-    ):
-        return True
-    if isinstance(exc, NotRegular):
-        return False
-    return isinstance(exc, OSError) and exc.errno not in FILE_ERRNOS
-
-
-def _stamp(path: Path) -> tuple[int, int, int, float] | None:
-    """What identifies a file's current content well enough to retry it when it changes."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime)
 
 
 @dataclass(slots=True)
@@ -111,42 +59,31 @@ class _Pending:
     task: asyncio.Task[Appended] | None = None
 
 
-@dataclass(slots=True)
-class FileEntry:
-    """A tracked transcript: its cursor and the offset value Redis holds for it."""
+class SessionOwner(Protocol):
+    """The engine, as the files see it: it owns the session states (``relaybus.collector.engine``)."""
 
-    tp: TranscriptPath
-    tail: FileTail
-    committed: str
-    sid: str | None
-    #: Registered without its history (old file): load it before publishing new lines.
-    history_pending: bool = False
-    #: a sub-agent file: the tool call that started it (read from its .meta.json)
-    parent_tool: str | None = None
+    async def session(self, sid: str) -> SessionState:
+        """The session's current state (not to be changed: plans work on a copy)."""
 
-    def parent_tool_use_id(self) -> str | None:
-        if self.parent_tool is None and self.tp.agent_id is not None:
-            self.parent_tool = parent_tool_use_id(self.tail.path)
-        return self.parent_tool
+    def accepted(self, state: SessionState, tool_results: list[str]) -> None:
+        """Redis accepted a batch that leaves the session in ``state``."""
+
+    def forget(self, sid: str | None = None) -> None:
+        """Reload a session (``None``: every session) from its hash when next needed."""
 
 
 class FileSync:
     """The transcripts this collector tracks, by file key, and how each is published."""
 
     def __init__(
-        self,
-        settings: Settings,
-        publisher: Publisher,
-        metrics: CollectorMetrics,
-        root: Path,
-        observers: list[SessionObserver] | None = None,
+        self, publisher: Publisher, projector: Projector, owner: SessionOwner, root: Path
     ) -> None:
-        self.settings = settings
-        self.observers: list[SessionObserver] = observers if observers is not None else []
+        self.settings = projector.settings
         self.pub = publisher
-        self.metrics = metrics
+        self.metrics = projector.metrics
+        self.projector = projector
+        self.owner = owner
         self.root = root
-        self.idle_ms = int(settings.session_idle_minutes * 60_000)
         self.files: dict[str, FileEntry] = {}
         #: Files set aside after a failure of their own, by key: (the stat they failed
         #: with, when): tried again when the file changes or after :data:`RETRY_S`.
@@ -172,8 +109,8 @@ class FileSync:
         if tp is None:
             return False
         if tp.key in self.failed:
-            stamp, since = self.failed[tp.key]
-            if stamp == _stamp(path) and time.monotonic() - since < RETRY_S:
+            failed_at, since = self.failed[tp.key]
+            if failed_at == stamp(path) and time.monotonic() - since < RETRY_S:
                 return False
             del self.failed[tp.key]
         try:
@@ -187,7 +124,7 @@ class FileSync:
         except Exception as exc:
             if bus_error(exc):
                 raise
-            self.failed[tp.key] = (_stamp(path), time.monotonic())
+            self.failed[tp.key] = (stamp(path), time.monotonic())
             self.files.pop(tp.key, None)
             self.metrics.file_errors.inc()
             log.warning("file %s: set aside until it changes: %r", tp.key, exc, exc_info=exc)
@@ -199,7 +136,7 @@ class FileSync:
             return None
         if not self._inside(path):
             log.warning("file %s: its directory leads out of %s; not read", tp.key, self.root)
-            self.failed[tp.key] = (_stamp(path), time.monotonic())
+            self.failed[tp.key] = (stamp(path), time.monotonic())
             return None
         committed = await self.pub.committed(tp.key)
         entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
@@ -225,7 +162,7 @@ class FileSync:
             max_lines=SID_PROBE_LINES, max_bytes=BATCH_MAX_BYTES, max_line_bytes=1 << 20
         ):
             if line.raw is not None:
-                sid = project_line(line.raw).session_id
+                sid = projection.project_line(line.raw).session_id
                 if sid:
                     return sid if valid_session_id(sid) else None
         return None
@@ -240,8 +177,8 @@ class FileSync:
         ):
             await self._register(entry, end, mtime)
             return
-        state = await self.pub.session(entry.sid)
-        plan = self.plan(
+        state = await self.owner.session(entry.sid)
+        plan = self.projector.plan(
             state, collapse=True, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
         )
         read = 0
@@ -252,7 +189,7 @@ class FileSync:
                 )
                 if not lines:
                     break
-                projected, _ = self._project(lines)
+                projected, _ = self.projector.project(lines)
                 plan.prime(projected)
                 for p in projected:
                     plan.line(p)
@@ -271,7 +208,7 @@ class FileSync:
         except BaseException:
             tail.offset = 0
             raise
-        self.pub.sessions[entry.sid] = plan.state
+        self.owner.accepted(plan.state, [])
         entry.committed = value
         self.metrics.lines_published.inc(plan.published)
         log.info(
@@ -285,7 +222,14 @@ class FileSync:
     async def _register(self, entry: FileEntry, end: int, mtime: float) -> None:
         """Commit the offset at the file's end; list the session (``relaybus.collector.history``)."""
         tail, key, ident = entry.tail, entry.tp.key, entry.tail.identity
-        listed, activity = await history.listing(self, entry, end, mtime)
+        listed: dict[str, str] = {}
+        activity: int | None = None
+        main = entry.sid is not None and entry.tp.agent_id is None and end > 0
+        if main and not await self.pub.client.hexists(
+            self.pub.keys.session(entry.sid or ""), "lastSeqId"
+        ):  # a main transcript whose history was never published
+            state = await self.owner.session(entry.sid or "")
+            listed, activity = history.listing(self.projector, entry, state, end, mtime)
         value = backfill.offset_value(end, ident.dev, ident.ino)
         batch = AppendBatch(entry.sid or "", [], key, entry.committed, value, listed, activity)
         try:
@@ -297,7 +241,7 @@ class FileSync:
         entry.committed = value
         if listed and entry.sid:
             entry.history_pending = True
-            self.pub.sessions.pop(entry.sid, None)  # reloaded from the hash just written
+            self.owner.forget(entry.sid)  # reloaded from the hash just written
         log.debug("file %s: registered at offset %d (listed: %s)", key, end, bool(listed))
 
     async def _drain(self, entry: FileEntry, max_batches: int | None = None) -> bool:
@@ -341,7 +285,7 @@ class FileSync:
                 if not lines:
                     break
                 if entry.history_pending and pending is None:
-                    await history.load(self, entry.sid)  # resumed: its history goes first
+                    await self.load_history(entry.sid)  # resumed: its history goes first
                 nxt = await self._prepare(entry, entry.sid, lines, pending)
                 if pending is not None:
                     done, pending = pending, None
@@ -390,9 +334,11 @@ class FileSync:
         self, entry: FileEntry, sid: str, lines: list[Line], after: _Pending | None
     ) -> _Pending:
         """Plan a batch on the state the batch in flight (if any) will leave."""
-        state = after.plan.state if after is not None else await self.pub.session(sid)
-        plan = self.plan(state, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id())
-        projected, encoded = self._project(lines, plan)
+        state = after.plan.state if after is not None else await self.owner.session(sid)
+        plan = self.projector.plan(
+            state, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
+        )
+        projected, encoded = self.projector.project(lines, plan)
         plan.prime(projected)
         for p, ev in zip(projected, encoded, strict=True):
             plan.line(p, ev)
@@ -420,11 +366,8 @@ class FileSync:
         except BaseException:
             entry.tail.rewind(done.start)
             raise
-        self.pub.sessions[done.batch.sid] = done.plan.state
+        self.owner.accepted(done.plan.state, done.plan.tool_results)
         entry.committed = done.value
-        if done.plan.tool_results:
-            for observer in self.observers:
-                observer.tool_results(done.batch.sid, done.plan.tool_results)
         self.metrics.batch_lines.observe(done.lines)
         self.metrics.lines_published.inc(done.plan.published)
         return True
@@ -437,60 +380,43 @@ class FileSync:
         entry.committed = committed
         if parsed is not None and parsed[2] == ident.ino:
             entry.tail.reset(ident, parsed[0])
-        self.pub.forget_sessions()
+        self.owner.forget()
 
-    def _project(
-        self, lines: list[Line], plan: BatchPlan | None = None
-    ) -> tuple[list[Projected], list[OutEvent | None]]:
-        """Project lines; with ``plan``, also encode each line's event right away.
-
-        Serialising an event just after its line was parsed, while both are still in the
-        CPU cache, saves a few µs per line over a second pass across a 500-line batch.
-        """
-        s, m = self.settings, self.metrics
-        out: list[Projected] = []
-        encoded: list[OutEvent | None] = []
-        nbytes = malformed = 0
-        dropped: collections.Counter[str] = collections.Counter()
-        for line in lines:
-            nbytes += line.size + 1
-            if line.raw is None:
-                p = oversize_line(line.size)
-            else:
-                p = project_line(line.raw, data_max_bytes=s.data_max_bytes)
-            if p.malformed:
-                malformed += 1
-            if not p.publish:
-                dropped[p.drop_reason or "unpublished"] += 1
-            out.append(p)
-            if plan is not None:
-                ev = plan.encode(p)
-                if ev is None and p.publish:
-                    dropped["warmup"] += 1  # the rest of a warm-up sub-agent
-                encoded.append(ev)
-        for reason, n in dropped.items():
-            m.dropped(reason, n)
-        if malformed:
-            m.lines_malformed.inc(malformed)
-        m.lines_read.inc(len(lines))
-        m.bytes_read.inc(nbytes)
-        return out, encoded
-
-    def plan(
-        self,
-        state: SessionState,
-        *,
-        collapse: bool = False,
-        agent_id: str | None = None,
-        parent: str | None = None,
-    ) -> BatchPlan:
-        return BatchPlan(
-            state,
-            host=self.pub.host,
-            now_ms=now_ms(),
-            idle_ms=self.idle_ms,
-            collapse=collapse,
-            keep_events=self.settings.backfill_events,
-            agent_id=agent_id,
-            parent_tool_use_id=parent,
+    async def load_history(self, sid: str) -> int:
+        """Publish a registered session's history once (``relaybus.collector.history``);
+        the number of events published."""
+        loaded, end_value = await self.pub.client.hmget(
+            self.pub.keys.session(sid), [history.HISTORY_LOADED, history.HISTORY_END]
         )
+        entry = next(
+            (e for e in self.files.values() if e.sid == sid and e.tp.agent_id is None), None
+        )
+        if entry is not None:
+            entry.history_pending = False
+        if loaded != b"0":
+            return 0
+        parsed = backfill.parse_offset(end_value.decode() if isinstance(end_value, bytes) else "")
+        events: list[OutEvent] = []
+        if entry is not None and parsed is not None:
+            end, dev, ino = parsed
+            ident = entry.tail.identity
+            if (dev, ino) == (ident.dev, ident.ino):
+                started = time.perf_counter()
+                state = await self.owner.session(entry.tp.session_id or "")
+                events = history.history_events(self.projector, entry, state, end)
+                log.info(
+                    "session %s: history of %d events loaded on demand in %.0f ms",
+                    sid,
+                    len(events),
+                    (time.perf_counter() - started) * 1000,
+                )
+        try:
+            await self.pub.append(
+                AppendBatch(sid, events, hash_updates={history.HISTORY_LOADED: "1"})
+            )
+        except BaseException:
+            if entry is not None:
+                entry.history_pending = True
+            raise
+        self.metrics.lines_published.inc(len(events))
+        return len(events)

@@ -15,8 +15,6 @@ from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.commands import CAP_LOAD_HISTORY, CAP_PROMPTS
 
-CAPABILITIES: list[str] = []
-
 
 def capabilities_of(settings: Settings) -> list[str]:
     """What this machine serves: ``load_history`` always, ``prompts`` when enabled."""
@@ -38,17 +36,10 @@ def heartbeat_value(host: str, started_at_ms: int, capabilities: list[str]) -> b
     )
 
 
-async def beat(
-    client: aioredis.Redis,
-    keys: Keys,
-    host: str,
-    ttl_s: int,
-    stop: asyncio.Event,
-    *,
-    capabilities: list[str] | None = None,
-) -> None:
+async def beat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) -> None:
     """Refresh the heartbeat until ``stop``; Redis errors propagate to the supervisor."""
-    value = heartbeat_value(host, int(time.time() * 1000), capabilities or CAPABILITIES)
+    keys, host, ttl_s = Keys(settings.namespace), settings.host_id, settings.heartbeat_ttl_s
+    value = heartbeat_value(host, int(time.time() * 1000), capabilities_of(settings))
     while not stop.is_set():
         # The hosts index lets a gateway find the live machines without SCANning keys.
         expires_ms = int(time.time() * 1000) + ttl_s * 1000

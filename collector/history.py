@@ -7,14 +7,14 @@ hash is written with ``historyLoaded=0`` and ``historyEnd`` (that committed valu
 session is then listed with its cwd, title and last activity, and nothing else.
 
 When a client watches it, the gateway sends a ``load_history`` command; the command task
-hands it to the engine task (the collector's single writer) through :class:`HistoryRequests`,
-and :func:`load` publishes the session events of the last ``replay_depth`` lines before
-``historyEnd`` together with ``historyLoaded=1``, in one atomic append. Lines after
+hands it to the engine task (the collector's single writer) through its inbox
+(:class:`HistoryRequests`), and ``FileSync.load_history`` publishes the session events of
+the last ``replay_depth`` lines before ``historyEnd`` (:func:`history_events`) together
+with ``historyLoaded=1``, in one atomic append. Lines after
 ``historyEnd`` belong to the tailer, lines before it only to this loader, and the flag is
 read and written by the one engine task: history is published at most once, and never
 overlaps what the tailer publishes. When the session is resumed before anyone watched it,
-the tailer loads the history first (:func:`load` from ``FileSync``), so it precedes the new
-lines.
+the tailer loads the history first, so it precedes the new lines.
 """
 
 from __future__ import annotations
@@ -22,19 +22,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from relaybus.collector import backfill
+from relaybus.collector.inbox import Inbox, SessionWriter
+from relaybus.collector.projector import Projector
+from relaybus.collector.session_state import SessionState
 from relaybus.collector.tailer import FileTail, Line
-from relaybus.shared.store.appendlog import AppendBatch, OutEvent
-from relaybus.shared.wire import commands as c
+from relaybus.collector.tracked import FileEntry
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.wire import commands
 from relaybus.shared.wire.commands import Command, Reply
-
-if TYPE_CHECKING:
-    from relaybus.collector.engine import Engine
-    from relaybus.collector.files import FileEntry, FileSync
 
 log = logging.getLogger(__name__)
 
@@ -79,25 +77,22 @@ def _tail_lines(
     return out
 
 
-async def listing(
-    fs: FileSync, entry: FileEntry, end: int, mtime: float
+def listing(
+    projector: Projector, entry: FileEntry, state: SessionState, end: int, mtime: float
 ) -> tuple[dict[str, str], int | None]:
     """Hash fields and activity (ms) that list an old main transcript, or ``({}, None)``.
 
-    Nothing is listed for a sub-agent file, a session whose history was published before
-    (its hash has ``lastSeqId``), or a tail with nothing to show.
+    Nothing is listed for a sub-agent file or a tail with nothing to show (the caller
+    skips a session whose history was published before: its hash has ``lastSeqId``).
     """
-    sid = entry.sid
-    if sid is None or entry.tp.agent_id is not None or end <= 0:
+    if entry.sid is None or entry.tp.agent_id is not None or end <= 0:
         return {}, None
-    if await fs.pub.client.hexists(fs.pub.keys.session(sid), "lastSeqId"):
-        return {}, None
-    state = await fs.pub.session(sid)
+    max_line_bytes = projector.settings.max_line_bytes
     n_lines = LISTING_LINES
     while True:  # a short tail first: most have something to show in their last lines
-        lines = _tail_lines(entry, end, n_lines, fs.settings.max_line_bytes, head=LISTING_LINES)
-        facts, _ = fs._project(lines)
-        plan = fs.plan(state, collapse=True, agent_id=None)
+        lines = _tail_lines(entry, end, n_lines, max_line_bytes, head=LISTING_LINES)
+        facts, _ = projector.project(lines)
+        plan = projector.plan(state, collapse=True, agent_id=None)
         plan.prime(facts)
         for p in facts:
             plan.line(p)
@@ -121,23 +116,18 @@ async def listing(
     return h, activity
 
 
-def _main_entry(fs: FileSync, sid: str) -> FileEntry | None:
-    for entry in fs.files.values():
-        if entry.sid == sid and entry.tp.agent_id is None:
-            return entry
-    return None
-
-
-async def _history_events(fs: FileSync, entry: FileEntry, end: int) -> list[OutEvent]:
+def history_events(
+    projector: Projector, entry: FileEntry, state: SessionState, end: int
+) -> list[OutEvent]:
     """The session events of the last ``replay_depth`` publishable lines before ``end``."""
-    depth = fs.settings.replay_depth
+    depth = projector.settings.replay_depth
     if depth <= 0:
         return []
-    plan = fs.plan(await fs.pub.session(entry.tp.session_id or ""), agent_id=None)
+    plan = projector.plan(state, agent_id=None)
     n_lines = depth * LINES_PER_EVENT
     while True:
-        lines = _tail_lines(entry, end, n_lines, fs.settings.max_line_bytes)
-        facts, _ = fs._project(lines)
+        lines = _tail_lines(entry, end, n_lines, projector.settings.max_line_bytes)
+        facts, _ = projector.project(lines)
         kept: collections.deque[OutEvent] = collections.deque(maxlen=depth)
         for p in facts:
             ev = plan.encode(p)
@@ -149,68 +139,38 @@ async def _history_events(fs: FileSync, entry: FileEntry, end: int) -> list[OutE
         n_lines *= 4
 
 
-async def load(fs: FileSync, sid: str) -> int:
-    """Publish a registered session's history once; the number of events published."""
-    pub = fs.pub
-    loaded, end_value = await pub.client.hmget(pub.keys.session(sid), [HISTORY_LOADED, HISTORY_END])
-    entry = _main_entry(fs, sid)
-    if entry is not None:
-        entry.history_pending = False
-    if loaded != b"0":
-        return 0
-    parsed = backfill.parse_offset(end_value.decode() if isinstance(end_value, bytes) else "")
-    events: list[OutEvent] = []
-    if entry is not None and parsed is not None:
-        end, dev, ino = parsed
-        ident = entry.tail.identity
-        if (dev, ino) == (ident.dev, ident.ino):
-            started = time.perf_counter()
-            events = await _history_events(fs, entry, end)
-            log.info(
-                "session %s: history of %d events loaded on demand in %.0f ms",
-                sid,
-                len(events),
-                (time.perf_counter() - started) * 1000,
-            )
-    try:
-        await pub.append(AppendBatch(sid, events, hash_updates={HISTORY_LOADED: "1"}))
-    except BaseException:
-        if entry is not None:
-            entry.history_pending = True
-        raise
-    fs.metrics.lines_published.inc(len(events))
-    return len(events)
+@dataclass(slots=True)
+class HistoryLoad:
+    """A ``load_history`` for the engine's inbox; ``done`` gets the events published."""
+
+    sid: str
+    done: asyncio.Future[int]
+
+    async def apply(self, writer: SessionWriter) -> None:
+        published = await writer.load_history(self.sid)
+        if not self.done.done():
+            self.done.set_result(published)
 
 
 class HistoryRequests:
-    """``load_history`` commands, handed from the command task to the engine task.
+    """``load_history`` commands (the command task), loaded by the engine task.
 
-    :meth:`handle` is the command handler (command task); :meth:`apply` runs them in the
-    engine task. A request is dropped only once its load succeeded, so a Redis outage
-    delays it instead of losing it.
+    A request is dropped only once its load succeeded, so a Redis outage delays it
+    instead of losing it.
     """
 
-    def __init__(self, wake: Callable[[], None]) -> None:
-        self._wake = wake
-        self._pending: collections.deque[tuple[str, asyncio.Future[int]]] = collections.deque()
+    def __init__(self, inbox: Inbox) -> None:
+        self._inbox = inbox
 
     async def handle(self, cmd: Command) -> Reply:
         if not cmd.session_id:
-            return Reply.failure(cmd.id, c.INVALID, "load_history needs a session id")
+            return Reply.failure(cmd.id, commands.INVALID, "load_history needs a session id")
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._pending.append((cmd.session_id, fut))
-        self._wake()
-        timeout_s = max(0.1, (cmd.deadline_ms - c.now_ms()) / 1000)
+        if not self._inbox.put(HistoryLoad(cmd.session_id, fut)):
+            return Reply.failure(cmd.id, commands.BUSY, "the collector is too busy")
+        timeout_s = max(0.1, (cmd.deadline_ms - commands.now_ms()) / 1000)
         try:
             published = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
-            return Reply.failure(cmd.id, c.TIMEOUT, "the history was not loaded in time")
+            return Reply.failure(cmd.id, commands.TIMEOUT, "the history was not loaded in time")
         return Reply(cmd.id, True, data={"published": published})
-
-    async def apply(self, engine: Engine) -> None:
-        while self._pending:
-            sid, fut = self._pending[0]
-            published = await load(engine.filesync, sid)
-            self._pending.popleft()
-            if not fut.done():
-                fut.set_result(published)

@@ -65,6 +65,12 @@ class CollectorMetrics:
             "Transcripts set aside after a failure of their own (until they change)",
             registry=registry,
         )
+        self.approvals = Counter(
+            f"{P}approvals_total",
+            "Permission requests from the hook, by how they ended",
+            ["outcome"],
+            registry=registry,
+        )
         self.task_crashes = Counter(
             f"{P}task_crashes_total",
             "Supervised task crashes, by task",

@@ -17,10 +17,10 @@ import redis.asyncio as aioredis
 import redis.exceptions
 from prometheus_client import CollectorRegistry
 
-from relaybus.collector.approvals import Approvals
+from relaybus.collector.approvals.holds import Approvals
 from relaybus.collector.commands import CollectorCommands
 from relaybus.collector.engine import Engine
-from relaybus.collector.heartbeat import beat, capabilities_of
+from relaybus.collector.heartbeat import beat
 from relaybus.collector.history import HistoryRequests
 from relaybus.collector.metrics import CollectorMetrics, metrics_server
 from relaybus.collector.publisher import Publisher
@@ -78,11 +78,9 @@ async def drive(
     wake: Wake,
     stop: asyncio.Event,
     metrics: CollectorMetrics,
-    commands: CollectorCommands | None = None,
-    approvals: Approvals | None = None,
-    history: HistoryRequests | None = None,
 ) -> None:
-    """The engine loop: sync what changed, run timers, survive Redis outages and data loss."""
+    """The engine loop: sync what changed, apply its inbox, run timers, survive Redis
+    outages and data loss."""
     loop = asyncio.get_running_loop()
     need_start, down, backoff, next_tick = True, False, Backoff(), 0.0
     while not stop.is_set():
@@ -105,12 +103,7 @@ async def drive(
                     wake.add(more)
                 if processes or engine.closing:
                     await engine.sync_processes()
-            if commands is not None:
-                await commands.notices.apply(engine)
-            if approvals is not None:
-                await approvals.apply(engine)
-            if history is not None:
-                await history.apply(engine)
+            await engine.apply_inbox()
             if loop.time() >= next_tick:
                 if await engine.pub.epoch_changed():
                     raise EpochChanged("")
@@ -133,7 +126,7 @@ async def drive(
             if not down:
                 log.warning("redis unavailable (%s); holding, the files are the buffer", exc)
                 down = True
-            engine.pub.forget_sessions()
+            engine.forget()
             wake.request_rescan()
             await sleep_unless(stop, backoff.next())
             continue
@@ -168,14 +161,7 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
     keys = Keys(settings.namespace)
     while not stop.is_set():
         try:
-            await beat(
-                client,
-                keys,
-                settings.host_id,
-                settings.heartbeat_ttl_s,
-                stop,
-                capabilities=capabilities_of(settings),
-            )
+            await beat(client, settings, stop)
         except REDIS_ERRORS:
             await sleep_unless(stop, 1.0)
     with contextlib.suppress(*REDIS_ERRORS):
@@ -205,19 +191,19 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     metrics = CollectorMetrics(registry)
     client = connect(settings)
     wake = Wake(settings.claude_dir)
-    engine = Engine(settings, Publisher(client, settings, metrics), metrics)
-    approvals = Approvals(settings, wake.event.set, registry)
+    engine = Engine(settings, Publisher(client, settings, metrics), metrics, wake=wake.event.set)
+    approvals = Approvals(settings, engine.inbox, metrics.approvals)
     engine.observers.append(approvals)  # the terminal answering first resolves held requests
-    history = HistoryRequests(wake.event.set)
+    history = HistoryRequests(engine.inbox)
     commands = CollectorCommands(
         settings,
         metrics.commands,
-        wake.event.set,
+        engine.inbox,
         extra_handlers={PERMISSION_DECISION: approvals.decide, LOAD_HISTORY: history.handle},
     )
     engine.pub.traces = commands.traces
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
-        "engine": lambda: drive(engine, wake, stop, metrics, commands, approvals, history),
+        "engine": lambda: drive(engine, wake, stop, metrics),
         "commands": lambda: commands.run(stop),
         "approvals": lambda: approvals.serve(stop),
         "watcher": lambda: watch(wake, dirs, stop, step_ms=settings.watch_step_ms),

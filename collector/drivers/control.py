@@ -27,7 +27,7 @@ from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import session_route
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire import commands as c
+from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, Reply
 
 log = logging.getLogger(__name__)
@@ -80,17 +80,17 @@ class Controller:
         try:
             if not self._settings.allow_prompts:
                 raise DriverError(
-                    c.PROMPTS_DISABLED,
+                    wire.PROMPTS_DISABLED,
                     "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)",
                 )
-            if cmd.type == c.PROMPT:
+            if cmd.type == wire.PROMPT:
                 data = await self._prompt(cmd)
-            elif cmd.type == c.INTERRUPT:
+            elif cmd.type == wire.INTERRUPT:
                 data = await self._interrupt(cmd)
-            elif cmd.type == c.NEW_CONVERSATION:
+            elif cmd.type == wire.NEW_CONVERSATION:
                 data = await self._new_conversation(cmd)
             else:
-                raise DriverError(c.INVALID, f"unsupported command {cmd.type!r}")
+                raise DriverError(wire.INVALID, f"unsupported command {cmd.type!r}")
         except DriverError as exc:
             return Reply.failure(cmd.id, exc.code, exc.message)
         return Reply(cmd.id, True, data=data)
@@ -100,14 +100,14 @@ class Controller:
 
     def _check_cwd(self, cwd: str) -> None:
         if not cwd_allowed(cwd, self._settings.prompt_cwd_allow):
-            raise DriverError(c.CWD_NOT_ALLOWED, f"{cwd} is outside RELAYBUS_PROMPT_CWD_ALLOW")
+            raise DriverError(wire.CWD_NOT_ALLOWED, f"{cwd} is outside RELAYBUS_PROMPT_CWD_ALLOW")
         if not Path(cwd).is_dir():
-            raise DriverError(c.CWD_NOT_FOUND, f"{cwd} is not a directory on this machine")
+            raise DriverError(wire.CWD_NOT_FOUND, f"{cwd} is not a directory on this machine")
 
     async def _route(self, sid: str) -> str:
         route = await session_route(self._client, self._keys, sid)
         if route is None or route[0] != self._settings.host_id:
-            raise DriverError(c.UNKNOWN_SESSION, f"no session {sid} on this machine")
+            raise DriverError(wire.UNKNOWN_SESSION, f"no session {sid} on this machine")
         return route[1]
 
     async def _state(self, sid: str) -> tuple[str, int]:
@@ -123,7 +123,7 @@ class Controller:
         return any((self._settings.claude_dir / "projects").glob(f"*/{sid}.jsonl"))
 
     def _budget_s(self, cmd: Command) -> float:
-        return max(0.0, (cmd.deadline_ms - c.now_ms()) / 1000 - REPLY_RESERVE_S)
+        return max(0.0, (cmd.deadline_ms - wire.now_ms()) / 1000 - REPLY_RESERVE_S)
 
     async def _after_exiting_run(self, cmd: Command) -> None:
         """Relaybus's run of the session is exiting: wait for it; one still at work: ``busy``."""
@@ -134,17 +134,17 @@ class Controller:
         state, since = await self._state(sid)
         exiting = run.interrupted or (state not in ACTIVE_STATES and since >= run.started_ms)
         if not exiting:
-            raise DriverError(c.BUSY, "a prompt is already running in this session")
+            raise DriverError(wire.BUSY, "a prompt is already running in this session")
         budget = min(self._budget_s(cmd) / 2, self.headless.grace_s * 3)
         if not await self.headless.wait_ended(sid, budget):
-            raise DriverError(c.BUSY, "the previous run of this session is still exiting")
+            raise DriverError(wire.BUSY, "the previous run of this session is still exiting")
         log.info("session %s: previous run ended, running the queued prompt", sid)
 
     async def _prompt(self, cmd: Command) -> dict[str, Any]:
         sid = cmd.session_id
         message = cmd.payload.get("message")
         if not isinstance(message, str) or not message.strip():
-            raise DriverError(c.INVALID, "prompt needs a non-empty message")
+            raise DriverError(wire.INVALID, "prompt needs a non-empty message")
         cwd = await self._route(sid)
         self._check_cwd(cwd)
         await self._after_exiting_run(cmd)
@@ -153,13 +153,13 @@ class Controller:
             pane = await self.tmux.find_pane(live.pid, live.tmux)
             if pane is None:
                 raise DriverError(
-                    c.NOT_CONTROLLABLE,
+                    wire.NOT_CONTROLLABLE,
                     f"Claude Code runs this session outside tmux (pid {live.pid}); "
                     "relaybus cannot type into it: prompt it there",
                 )
             if (await self._state(sid))[0] in ACTIVE_STATES:
-                raise DriverError(c.BUSY, "Claude is working in this session")
-            at_ms = c.now_ms()
+                raise DriverError(wire.BUSY, "Claude is working in this session")
+            at_ms = wire.now_ms()
             await self.tmux.prompt(pane, message)
             await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
             return {"driver": "tmux"}
@@ -178,12 +178,12 @@ class Controller:
 
     async def _late_failure(self, cmd: Command, code: str, message: str) -> None:
         """A run failed after ``prompt_sent``: a second reply the gateway turns into ``error``."""
-        reply = Reply(cmd.id, False, code, message, data={c.LATE: True})
+        reply = Reply(cmd.id, False, code, message, data={wire.LATE: True})
         stream = self._keys.reply(cmd.gateway_id)
         try:
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.xadd(stream, reply.fields(), maxlen=c.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-                pipe.expire(stream, c.REPLY_TTL_S)
+                pipe.xadd(stream, reply.fields(), maxlen=wire.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
+                pipe.expire(stream, wire.REPLY_TTL_S)
                 await pipe.execute()
         except Exception:
             log.exception("could not report the failed run of %s", cmd.session_id)
@@ -195,7 +195,7 @@ class Controller:
             return {"driver": "headless"}
         shown = (await self._state(sid))[0] in ACTIVE_STATES
         # A session shown working never hears "no active turn": nothing here can stop it.
-        nothing = c.INTERRUPT_UNAVAILABLE if shown else c.NO_ACTIVE_TURN
+        nothing = wire.INTERRUPT_UNAVAILABLE if shown else wire.NO_ACTIVE_TURN
         if self.headless.busy(sid):
             raise DriverError(nothing, "the turn was interrupted already; its run is ending")
         live = find_live(self._settings.claude_dir, sid)
@@ -204,10 +204,11 @@ class Controller:
         pane = await self.tmux.find_pane(live.pid, live.tmux)
         if pane is None:
             raise DriverError(
-                c.INTERRUPT_UNAVAILABLE, "this session runs outside tmux and cannot be interrupted"
+                wire.INTERRUPT_UNAVAILABLE,
+                "this session runs outside tmux and cannot be interrupted",
             )
         if not shown:
-            raise DriverError(c.NO_ACTIVE_TURN, "no turn is running in this session")
+            raise DriverError(wire.NO_ACTIVE_TURN, "no turn is running in this session")
         await self.tmux.interrupt(pane)
         return {"driver": "tmux"}
 
@@ -218,11 +219,11 @@ class Controller:
         cwd = normalise_cwd(cwd)
         self._check_cwd(cwd)
         sid = str(uuid.uuid4())
-        key = c.reservation_key(self._keys, sid)
+        key = wire.reservation_key(self._keys, sid)
         host = self._settings.host_id
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping={"host": host, "cwd": cwd})
-            pipe.expire(key, c.RESERVATION_TTL_S)
+            pipe.expire(key, wire.RESERVATION_TTL_S)
             await pipe.execute()
         return {"sessionId": sid, "host": host, "cwd": cwd}
 

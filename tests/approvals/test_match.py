@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from relaybus.collector.approvals import match_tool_use
+from relaybus.collector.approvals.preview import match_tool_use
 
 
 def _call(tid: str, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:

@@ -5,13 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from relaybus.shared.wire.approvals import (
-    PREVIEW_FILE_MAX_BYTES,
-    edit_preview,
-    live_watchers,
-    read_under,
-    watcher_value,
-)
+from relaybus.collector.approvals.preview import PREVIEW_FILE_MAX_BYTES, edit_preview, read_under
+from relaybus.shared.wire.approvals import live_watchers, watcher_value
 
 
 def test_edit_with_file_has_real_line_numbers(tmp_path: Path) -> None:

@@ -78,11 +78,11 @@ async def test_load_history_publishes_the_last_lines_once(
     _old(path, b"".join(user_line("s1", f"q{i}") + progress_line("s1") for i in range(10)))
     rig = make_rig(backfill_max_age_hours=24, replay_depth=4)
     await rig.engine.start()
-    requests = HistoryRequests(lambda: None)
+    requests = HistoryRequests(rig.engine.inbox)
     first = asyncio.create_task(requests.handle(_cmd("s1")))
     second = asyncio.create_task(requests.handle(_cmd("s1")))
     await asyncio.sleep(0)
-    await requests.apply(rig.engine)
+    await rig.engine.apply_inbox()
     r1, r2 = await first, await second
     assert (r1.ok, r1.data, r2.ok, r2.data) == (True, {"published": 4}, True, {"published": 0})
     assert _texts(await rig.events("s1")) == ["q6", "q7", "q8", "q9"]

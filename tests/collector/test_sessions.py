@@ -6,7 +6,8 @@ import time
 
 import orjson
 
-from relaybus.collector.sessions import BatchPlan, SessionState, end_events
+from relaybus.collector.batch_plan import BatchPlan
+from relaybus.collector.session_state import SessionState, end_events
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.transcript import projection
 from tests.support.collector_records import (

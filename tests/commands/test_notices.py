@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from relaybus.collector.drivers.notices import TraceMap
+from relaybus.collector.traces import TraceMap
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.wire import frames
 

@@ -1,29 +1,30 @@
-"""Session state and the events a batch of lines produces for it.
+"""The events a batch of one session's lines produces.
 
-Pure: nothing here touches Redis or files. :class:`SessionState` mirrors the session hash;
-:class:`BatchPlan` turns projected lines into log events (``session_started``,
-``session_event``, title changes, ``turn_status``) plus the hash updates that go with them,
-working on a copy of the state so that a refused append changes nothing.
+Pure: nothing here touches Redis or files. :class:`BatchPlan` turns projected lines into
+log events (``session_started``, ``session_event``, title changes, ``turn_status``) plus the
+hash updates that go with them, working on a copy of the state so that a refused append
+changes nothing.
 """
 
 from __future__ import annotations
 
 import collections
-import copy
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
-from relaybus.collector.turns import IDLE, WORKING, TurnChange, TurnTracker
+from relaybus.collector.session_state import (
+    FIRST_PROMPT_RANK,
+    SessionState,
+    line_event,
+    turn_event,
+    turn_hash,
+    updated_event,
+)
+from relaybus.collector.turns import IDLE, WORKING, TurnChange
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.transcript.projection import Projected
 from relaybus.shared.wire import frames
 
-#: Rank of "the first real user prompt": only the first one counts. Candidates of this
-#: rank or below (a ``/command args`` line is 0) are the session's ``firstPrompt``, never
-#: its title: titles are only what Claude Code writes as such (custom-title, agent-name,
-#: ai-title, or a summary of this session's own conversation).
-FIRST_PROMPT_RANK = 1
 SUMMARY_RANK = 2
 #: Summaries waiting for their leaf line (a summary names the line it summarises up to).
 MAX_PENDING_SUMMARIES = 16
@@ -33,98 +34,6 @@ MAX_WARMUP_AGENTS = 64
 MAX_AGENT_PARENTS = 256
 #: Sub-agent ids of compaction runs start so.
 COMPACTION_AGENT_PREFIX = "acompact"
-
-
-@dataclass(slots=True)
-class SessionState:
-    """What the collector knows of one session; ``live`` = started and not ended."""
-
-    sid: str
-    cwd: str = ""
-    entrypoint: str = ""
-    title: str | None = None
-    title_rank: int = 0
-    first_prompt: str | None = None
-    first_prompt_rank: int = -1
-    started_at: int = 0
-    live: bool = False
-    pid: int | None = None
-    #: Why it last ended (``exit``: its process is gone, so only a new prompt restarts it).
-    end_reason: str = ""
-    turn: TurnTracker = field(default_factory=TurnTracker)
-    pending_summaries: dict[str, str] = field(default_factory=dict)
-    warmup_agents: set[str] = field(default_factory=set)
-    #: sub-agent id -> the Task call running it, from the main transcript's progress lines
-    agent_parents: dict[str, str] = field(default_factory=dict)
-    #: It published an event a person reads (not only /goal status lines): it is listed.
-    has_content: bool = False
-
-    @classmethod
-    def from_hash(cls, sid: str, h: Mapping[Any, Any]) -> SessionState:
-        def s(name: str) -> str:
-            v = h.get(name.encode(), b"")
-            return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-        def n(name: str) -> int:
-            try:
-                return int(float(s(name) or 0))
-            except ValueError:
-                return 0
-
-        turn = TurnTracker(
-            state=s("state") or None,
-            since=n("since"),
-            waiting_for=s("waitingFor") or None,
-            last_activity_ms=n("lastActivity"),
-        )
-        title, title_rank = s("title") or None, n("titleRank")
-        first, first_rank = (
-            s("firstPrompt") or None,
-            n("firstPromptRank") if s("firstPrompt") else -1,
-        )
-        if title is not None and title_rank <= FIRST_PROMPT_RANK:  # written before titles were real
-            if first is None:
-                first, first_rank = title, title_rank
-            title, title_rank = None, 0
-        return cls(
-            sid=sid,
-            cwd=s("cwd"),
-            entrypoint=s("entrypoint"),
-            title=title,
-            title_rank=title_rank,
-            first_prompt=first,
-            first_prompt_rank=first_rank,
-            started_at=n("startedAt"),
-            live=s("live") == "1",
-            pid=n("pid") or None,
-            end_reason=s("endReason"),
-            turn=turn,
-            # hashes from before the field: any published event counted
-            has_content=s("hasContent") == "1" or (not s("hasContent") and n("sessionSeq") > 0),
-        )
-
-    def clone(self) -> SessionState:
-        return copy.deepcopy(self)
-
-
-def turn_event(sid: str, change: TurnChange) -> OutEvent:
-    prefix = frames.turn_status(
-        sid, state=change.state, since=change.since, waiting_for=change.waiting_for
-    )
-    return OutEvent(frames.TURN_STATUS, prefix)
-
-
-def turn_hash(change: TurnChange) -> dict[str, str]:
-    return {
-        "state": change.state,
-        "since": str(change.since),
-        "waitingFor": change.waiting_for or "",
-    }
-
-
-def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> OutEvent:
-    prefix = frames.session_event(sid, event, trace_id=trace_id)
-    return OutEvent(frames.SESSION_EVENT, prefix, session_stream=True, session_seq=True)
 
 
 def _shows_content(event: dict[str, Any] | None) -> bool:
@@ -139,24 +48,6 @@ def _shows_content(event: dict[str, Any] | None) -> bool:
 def _facts(st: SessionState) -> tuple[str, str, str | None, str | None]:
     """What ``session_updated`` announces a change of (turn state and life have frames)."""
     return st.cwd, st.entrypoint, st.title, st.first_prompt
-
-
-def updated_event(st: SessionState, *, host: str, activity_ms: int | None) -> OutEvent:
-    """``session_updated`` with the session's current SessionInfo."""
-    info: dict[str, Any] = {
-        "id": st.sid,
-        "cwd": st.cwd,
-        "startedAt": st.started_at,
-        "entrypoint": st.entrypoint,
-    }
-    if st.title:
-        info["title"] = st.title
-    if st.first_prompt:
-        info["firstPrompt"] = st.first_prompt
-    info.update(host=host, state=st.turn.state or "idle", live=st.live)
-    if activity_ms is not None:
-        info["lastActivity"] = activity_ms
-    return OutEvent(frames.SESSION_UPDATED, frames.session_updated(st.sid, info))
 
 
 class BatchPlan:
@@ -397,20 +288,3 @@ class BatchPlan:
             return
         st.title, st.title_rank = text, rank
         self.hash.update({"title": text, "titleRank": str(rank)})
-
-
-def end_events(
-    state: SessionState, *, reason: str, now_ms: int
-) -> tuple[list[OutEvent], dict[str, str]]:
-    """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
-    events: list[OutEvent] = []
-    h: dict[str, str] = {"live": "0", "ended": "1", "endReason": reason}
-    change = state.turn.on_end(now_ms)
-    if change is not None:
-        events.append(turn_event(state.sid, change))
-        h.update(turn_hash(change))
-    events.append(OutEvent(frames.SESSION_ENDED, frames.session_ended(state.sid, reason=reason)))
-    state.live = False
-    state.pid = None
-    state.end_reason = reason
-    return events, h

@@ -1,6 +1,8 @@
 """The collector's side of the approval socket (see ``relaybus.shared.approval_socket``).
 
-:func:`listen` binds the socket in a private directory, refusing loudly — approvals off,
+One ``POST /permission-request`` per connection, its JSON body handed to an
+:data:`Answer`, whose reply is sent back as the JSON body of a ``200``; anything else is
+a ``400`` with ``{}`` (no decision). :func:`listen` binds the socket in a private directory, refusing loudly — approvals off,
 never the endpoint left to someone else — when the directory is not ours alone, the path
 does not fit, or another live collector already serves it. A socket file nobody answers
 on (a collector that was killed) is replaced. :func:`unlink` removes our socket at stop,
@@ -17,30 +19,45 @@ import socket
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
 
 from relaybus.shared import approval_socket
 from relaybus.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
+HEADER_MAX_BYTES = 16 * 1024
+BODY_MAX_BYTES = 16 * 1024 * 1024
+READ_TIMEOUT_S = 10.0
+
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+#: (server, socket path, its inode)
+Bound = tuple[asyncio.Server, Path, int]
+
+
+class Answer(Protocol):
+    """The hook's answer to a request body; ``gone`` completes when the hook hangs up."""
+
+    def __call__(
+        self, body: bytes, *, gone: asyncio.Future[bytes]
+    ) -> Awaitable[dict[str, Any]]: ...
 
 
 def endpoint_path(settings: Settings) -> Path:
     return approval_socket.socket_path(settings.approval_port, settings.approval_socket)
 
 
-async def listen(
-    settings: Settings, handler: Handler, *, limit: int
-) -> tuple[asyncio.Server, Path, int] | None:
-    """(server, socket path, its inode) serving ``handler``, or ``None`` after logging why not."""
+async def listen(settings: Settings, answer: Answer) -> Bound | None:
+    """(server, socket path, its inode) serving ``answer``, or ``None`` after logging why not."""
     path = endpoint_path(settings)
     try:
         approval_socket.check_path(path)
         approval_socket.check_private_dir(path.parent, create=True)
         _clear_stale(path)
         server = await asyncio.start_unix_server(
-            _same_user_only(handler), path=os.fspath(path), limit=limit
+            _same_user_only(_http(answer)), path=os.fspath(path), limit=HEADER_MAX_BYTES
         )
         os.chmod(path, 0o600)
         ino = os.lstat(path).st_ino
@@ -53,6 +70,58 @@ async def listen(
         )
         return None
     return server, path, ino
+
+
+def _http(answer: Answer) -> Handler:
+    """One request, one answer, then close."""
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        status, reply = 400, {}
+        try:
+            body = await asyncio.wait_for(_read_body(reader), READ_TIMEOUT_S)
+            if body is not None:
+                status = 200
+                reply = await answer(body, gone=asyncio.ensure_future(reader.read(1)))
+        except (
+            TimeoutError,
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+        ) as exc:
+            log.debug("approvals: bad or lost request: %r", exc)
+        finally:
+            with contextlib.suppress(OSError):
+                payload = orjson.dumps(reply)
+                writer.write(
+                    f"HTTP/1.1 {status} {'OK' if status == 200 else 'Bad Request'}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                    "Connection: close\r\n\r\n".encode()
+                    + payload
+                )
+                await writer.drain()
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    return connection
+
+
+async def _read_body(reader: asyncio.StreamReader) -> bytes | None:
+    """The body of one ``POST /permission-request`` (``None`` for anything else)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[0] != "POST" or parts[1] != "/permission-request":
+        return None
+    length = -1
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    if not 0 <= length <= BODY_MAX_BYTES:
+        return None
+    return await reader.readexactly(length)
 
 
 def _same_user_only(handler: Handler) -> Handler:

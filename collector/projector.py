@@ -1,0 +1,78 @@
+"""Transcript lines to projected facts and batch plans, counted in the collector's metrics."""
+
+from __future__ import annotations
+
+import collections
+
+from relaybus.collector.batch_plan import BatchPlan
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.publisher import now_ms
+from relaybus.collector.session_state import SessionState
+from relaybus.collector.tailer import Line
+from relaybus.shared.settings import Settings
+from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.transcript import projection
+from relaybus.shared.transcript.projection import Projected
+
+
+class Projector:
+    def __init__(self, settings: Settings, metrics: CollectorMetrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.idle_ms = int(settings.session_idle_minutes * 60_000)
+
+    def project(
+        self, lines: list[Line], plan: BatchPlan | None = None
+    ) -> tuple[list[Projected], list[OutEvent | None]]:
+        """Project lines; with ``plan``, also encode each line's event right away.
+
+        Serialising an event just after its line was parsed, while both are still in the
+        CPU cache, saves a few µs per line over a second pass across a 500-line batch.
+        """
+        s, m = self.settings, self.metrics
+        out: list[Projected] = []
+        encoded: list[OutEvent | None] = []
+        nbytes = malformed = 0
+        dropped: collections.Counter[str] = collections.Counter()
+        for line in lines:
+            nbytes += line.size + 1
+            if line.raw is None:
+                p = projection.oversize_line(line.size)
+            else:
+                p = projection.project_line(line.raw, data_max_bytes=s.data_max_bytes)
+            if p.malformed:
+                malformed += 1
+            if not p.publish:
+                dropped[p.drop_reason or "unpublished"] += 1
+            out.append(p)
+            if plan is not None:
+                ev = plan.encode(p)
+                if ev is None and p.publish:
+                    dropped["warmup"] += 1  # the rest of a warm-up sub-agent
+                encoded.append(ev)
+        for reason, n in dropped.items():
+            m.dropped(reason, n)
+        if malformed:
+            m.lines_malformed.inc(malformed)
+        m.lines_read.inc(len(lines))
+        m.bytes_read.inc(nbytes)
+        return out, encoded
+
+    def plan(
+        self,
+        state: SessionState,
+        *,
+        collapse: bool = False,
+        agent_id: str | None = None,
+        parent: str | None = None,
+    ) -> BatchPlan:
+        return BatchPlan(
+            state,
+            host=self.settings.host_id,
+            now_ms=now_ms(),
+            idle_ms=self.idle_ms,
+            collapse=collapse,
+            keep_events=self.settings.backfill_events,
+            agent_id=agent_id,
+            parent_tool_use_id=parent,
+        )
