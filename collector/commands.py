@@ -33,12 +33,14 @@ from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.notices import TurnNotices
 from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.connection import connect
-from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.keys import DONE_TTL_S, GROUP, REPLY_MAXLEN, REPLY_TTL_S, Keys
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
+from relaybus.shared.wire.errors import ErrorCode
 from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -180,7 +182,7 @@ class CommandConsumer:
         while await self._read_once("0", block=False):
             pass
         claimed: Any = await self._client.xautoclaim(
-            self._stream, wire.GROUP, self._host, CLAIM_IDLE_MS, "0-0", count=100
+            self._stream, GROUP, self._host, CLAIM_IDLE_MS, "0-0", count=100
         )
         for entry_id, fields in claimed[1]:
             if fields is not None:
@@ -188,7 +190,7 @@ class CommandConsumer:
 
     async def _read_once(self, start: str, *, block: bool = True) -> int:
         response: Any = await self._client.xreadgroup(
-            wire.GROUP,
+            GROUP,
             self._host,
             {self._stream: start},
             count=READ_COUNT,
@@ -200,7 +202,7 @@ class CommandConsumer:
                 if fields:
                     handled += self._start(entry_id, fields)
                 else:  # pending entry trimmed from the stream: nothing left to run
-                    await self._client.xack(self._stream, wire.GROUP, entry_id)
+                    await self._client.xack(self._stream, GROUP, entry_id)
                     handled += 1
         return handled
 
@@ -210,18 +212,21 @@ class CommandConsumer:
         except EnvelopeError as exc:
             log.warning("dropping malformed command %s: %s", entry_id, exc)
             count(self._counter, self._handlers, "other", "malformed")
-            await self._client.xack(self._stream, wire.GROUP, entry_id)
+            await self._client.xack(self._stream, GROUP, entry_id)
             return
         if cmd.session_id and not valid_session_id(cmd.session_id):
             # never a key, a glob or an argv word: refused before anything runs
-            outcome, reply = "invalid", Reply.failure(cmd.id, wire.INVALID, "invalid session id")
+            outcome, reply = (
+                "invalid",
+                Reply.failure(cmd.id, ErrorCode.INVALID_MESSAGE, "invalid session id"),
+            )
         else:
             outcome, reply = await self._execute_once(cmd)
         reply_stream = self._keys.reply(cmd.gateway_id)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.xadd(reply_stream, reply.fields(), maxlen=wire.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.expire(reply_stream, wire.REPLY_TTL_S)
-            pipe.xack(self._stream, wire.GROUP, entry_id)
+            pipe.xadd(reply_stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            pipe.expire(reply_stream, REPLY_TTL_S)
+            pipe.xack(self._stream, GROUP, entry_id)
             await pipe.execute()
         count(self._counter, self._handlers, cmd.type, outcome)
         log.info(
@@ -234,27 +239,33 @@ class CommandConsumer:
         )
 
     async def _execute_once(self, cmd: Command) -> tuple[str, Reply]:
-        if wire.now_ms() > cmd.deadline_ms:
+        if now_ms() > cmd.deadline_ms:
             return "expired", Reply.failure(
-                cmd.id, wire.TIMEOUT, "the command expired before it ran"
+                cmd.id, ErrorCode.TIMEOUT, "the command expired before it ran"
             )
-        done = wire.done_key(self._keys, cmd.id)
-        if not await self._client.set(done, RUNNING, nx=True, ex=wire.DONE_TTL_S):
+        done = self._keys.command_done(cmd.id)
+        if not await self._client.set(done, RUNNING, nx=True, ex=DONE_TTL_S):
             prior = await self._client.get(done)
             if isinstance(prior, bytes) and prior != RUNNING:
                 return "duplicate", Reply.from_fields({b"id": cmd.id.encode(), b"r": prior})
             return "duplicate", Reply.failure(
-                cmd.id, wire.UNKNOWN_OUTCOME, "the collector restarted while running this command"
+                cmd.id,
+                ErrorCode.UNKNOWN_OUTCOME,
+                "the collector restarted while running this command",
             )
         handler = self._handlers.get(cmd.type)
         if handler is None:
-            reply = Reply.failure(cmd.id, wire.INVALID, f"unsupported command {cmd.type!r}")
+            reply = Reply.failure(
+                cmd.id, ErrorCode.INVALID_MESSAGE, f"unsupported command {cmd.type!r}"
+            )
         else:
             try:
                 reply = await handler(cmd)
             except Exception:
                 log.exception("command %s (%s) failed", cmd.id, cmd.type)
-                reply = Reply.failure(cmd.id, wire.BRIDGE_ERROR, "the command failed on the host")
+                reply = Reply.failure(
+                    cmd.id, ErrorCode.BRIDGE_ERROR, "the command failed on the host"
+                )
         await self._client.set(done, reply.fields()["r"], xx=True, keepttl=True)
         return ("ok" if reply.ok else reply.code or "error"), reply
 

@@ -30,9 +30,10 @@ from relaybus.collector.projector import Projector
 from relaybus.collector.session_state import SessionState
 from relaybus.collector.tailer import FileTail, Line
 from relaybus.collector.tracked import FileEntry
+from relaybus.shared.aio import now_ms
 from relaybus.shared.store.appendlog import OutEvent
-from relaybus.shared.wire import commands
 from relaybus.shared.wire.commands import Command, Reply
+from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -164,13 +165,15 @@ class HistoryRequests:
 
     async def handle(self, cmd: Command) -> Reply:
         if not cmd.session_id:
-            return Reply.failure(cmd.id, commands.INVALID, "load_history needs a session id")
+            return Reply.failure(
+                cmd.id, ErrorCode.INVALID_MESSAGE, "load_history needs a session id"
+            )
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if not self._inbox.put(HistoryLoad(cmd.session_id, fut)):
-            return Reply.failure(cmd.id, commands.BUSY, "the collector is too busy")
-        timeout_s = max(0.1, (cmd.deadline_ms - commands.now_ms()) / 1000)
+            return Reply.failure(cmd.id, ErrorCode.BUSY, "the collector is too busy")
+        timeout_s = max(0.1, (cmd.deadline_ms - now_ms()) / 1000)
         try:
             published = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
-            return Reply.failure(cmd.id, commands.TIMEOUT, "the history was not loaded in time")
+            return Reply.failure(cmd.id, ErrorCode.TIMEOUT, "the history was not loaded in time")
         return Reply(cmd.id, True, data={"published": published})

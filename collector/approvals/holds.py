@@ -30,7 +30,8 @@ from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.store.connection import connect
 from relaybus.shared.wire import approvals, frames
-from relaybus.shared.wire.commands import INVALID, Command, Reply
+from relaybus.shared.wire.commands import Command, Reply
+from relaybus.shared.wire.errors import ErrorCode
 from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ class Approvals:
                 "behavior": approvals.DENY,
                 "message": decision[1] or "Rejected from relaybus",
             }
-        if decision[0] in (approvals.TIMEOUT, approvals.ANSWERED_ELSEWHERE):
+        if decision[0] in (approvals.TIMED_OUT, approvals.ANSWERED_ELSEWHERE):
             return decision[0], {}
         return approvals.CANCELLED, {}
 
@@ -253,7 +254,7 @@ class Approvals:
         while True:
             left = (expires_ms - now_ms()) / 1000
             if left <= 0:
-                return (approvals.TIMEOUT, None)
+                return (approvals.TIMED_OUT, None)
             waits: set[asyncio.Future[Any]] = {held.decided, gone}
             await asyncio.wait(
                 waits, timeout=min(POLL_S, left), return_when=asyncio.FIRST_COMPLETED
@@ -318,10 +319,12 @@ class Approvals:
         decision = cmd.payload.get("decision")
         message = cmd.payload.get("message")
         if not isinstance(key, str) or decision not in approvals.CLIENT_DECISIONS:
-            return Reply.failure(cmd.id, INVALID, "bad permission_decision payload")
+            return Reply.failure(
+                cmd.id, ErrorCode.INVALID_MESSAGE, "bad permission_decision payload"
+            )
         held = self.held.get(key)
         if held is None or held.decided.done():
-            return Reply.failure(cmd.id, approvals.ALREADY_RESOLVED, "no such request is held here")
+            return Reply.failure(cmd.id, ErrorCode.ALREADY_RESOLVED, "no such request is held here")
         held.decided.set_result((str(decision), message if isinstance(message, str) else None))
         return Reply(cmd.id, True, data={"requestKey": key, "decision": decision})
 

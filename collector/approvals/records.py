@@ -53,7 +53,7 @@ class Records:
 
     async def index(self, sid: str, key: str, name: str, expires_ms: int) -> None:
         """List the request in the session's ``approvals`` hash."""
-        index = approvals.pending_key(self.keys, sid)
+        index = self.keys.approvals(sid)
         entry = orjson.dumps({"host": self.host, "name": name, "expiresAt": expires_ms})
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(index, key, entry)
@@ -62,13 +62,11 @@ class Records:
 
     async def decision(self, key: str) -> Decision | None:
         """The decision a gateway (or we) claimed, if any."""
-        return approvals.parse_decision(
-            await self._op(self.client.get(approvals.decision_key(self.keys, key)))
-        )
+        return approvals.parse_decision(await self._op(self.client.get(self.keys.approval(key))))
 
     async def claim(self, key: str, decision: Decision) -> Decision:
         """Claim the decision key (first writer wins); the decision that stands."""
-        dkey = approvals.decision_key(self.keys, key)
+        dkey = self.keys.approval(key)
         ttl = approvals.DECISION_GRACE_S + int(self.timeout_s)
         if await self._op(
             self.client.set(dkey, approvals.decision_record(*decision), nx=True, ex=ttl)
@@ -84,9 +82,9 @@ class Records:
         (``already_resolved``, not ``no_pending_request``).
         """
         pipe = self.client.pipeline(transaction=True)
-        pipe.hdel(approvals.pending_key(self.keys, sid), key)
+        pipe.hdel(self.keys.approvals(sid), key)
         pipe.set(
-            approvals.resolved_key(self.keys, sid),
+            self.keys.approval_resolved(sid),
             approvals.resolved_record(key, outcome, now_ms()),
             ex=max(1, math.ceil(self.timeout_s)),
         )

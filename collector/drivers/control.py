@@ -24,11 +24,13 @@ from relaybus.collector.drivers import DriverError, TurnHooks, release_session_o
 from relaybus.collector.drivers.headless import HeadlessDriver
 from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import TmuxDriver
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import session_route
-from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.keys import REPLY_MAXLEN, REPLY_TTL_S, RESERVATION_TTL_S, Keys
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, Reply
+from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ class Controller:
         try:
             if not self._settings.allow_prompts:
                 raise DriverError(
-                    wire.PROMPTS_DISABLED,
+                    ErrorCode.PROMPTS_DISABLED,
                     "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)",
                 )
             if cmd.type == wire.PROMPT:
@@ -90,7 +92,7 @@ class Controller:
             elif cmd.type == wire.NEW_CONVERSATION:
                 data = await self._new_conversation(cmd)
             else:
-                raise DriverError(wire.INVALID, f"unsupported command {cmd.type!r}")
+                raise DriverError(ErrorCode.INVALID_MESSAGE, f"unsupported command {cmd.type!r}")
         except DriverError as exc:
             return Reply.failure(cmd.id, exc.code, exc.message)
         return Reply(cmd.id, True, data=data)
@@ -100,14 +102,16 @@ class Controller:
 
     def _check_cwd(self, cwd: str) -> None:
         if not cwd_allowed(cwd, self._settings.prompt_cwd_allow):
-            raise DriverError(wire.CWD_NOT_ALLOWED, f"{cwd} is outside RELAYBUS_PROMPT_CWD_ALLOW")
+            raise DriverError(
+                ErrorCode.CWD_NOT_ALLOWED, f"{cwd} is outside RELAYBUS_PROMPT_CWD_ALLOW"
+            )
         if not Path(cwd).is_dir():
-            raise DriverError(wire.CWD_NOT_FOUND, f"{cwd} is not a directory on this machine")
+            raise DriverError(ErrorCode.CWD_NOT_FOUND, f"{cwd} is not a directory on this machine")
 
     async def _route(self, sid: str) -> str:
         route = await session_route(self._client, self._keys, sid)
         if route is None or route[0] != self._settings.host_id:
-            raise DriverError(wire.UNKNOWN_SESSION, f"no session {sid} on this machine")
+            raise DriverError(ErrorCode.UNKNOWN_SESSION, f"no session {sid} on this machine")
         return route[1]
 
     async def _state(self, sid: str) -> tuple[str, int]:
@@ -123,7 +127,7 @@ class Controller:
         return any((self._settings.claude_dir / "projects").glob(f"*/{sid}.jsonl"))
 
     def _budget_s(self, cmd: Command) -> float:
-        return max(0.0, (cmd.deadline_ms - wire.now_ms()) / 1000 - REPLY_RESERVE_S)
+        return max(0.0, (cmd.deadline_ms - now_ms()) / 1000 - REPLY_RESERVE_S)
 
     async def _after_exiting_run(self, cmd: Command) -> None:
         """Relaybus's run of the session is exiting: wait for it; one still at work: ``busy``."""
@@ -134,17 +138,17 @@ class Controller:
         state, since = await self._state(sid)
         exiting = run.interrupted or (state not in ACTIVE_STATES and since >= run.started_ms)
         if not exiting:
-            raise DriverError(wire.BUSY, "a prompt is already running in this session")
+            raise DriverError(ErrorCode.BUSY, "a prompt is already running in this session")
         budget = min(self._budget_s(cmd) / 2, self.headless.grace_s * 3)
         if not await self.headless.wait_ended(sid, budget):
-            raise DriverError(wire.BUSY, "the previous run of this session is still exiting")
+            raise DriverError(ErrorCode.BUSY, "the previous run of this session is still exiting")
         log.info("session %s: previous run ended, running the queued prompt", sid)
 
     async def _prompt(self, cmd: Command) -> dict[str, Any]:
         sid = cmd.session_id
         message = cmd.payload.get("message")
         if not isinstance(message, str) or not message.strip():
-            raise DriverError(wire.INVALID, "prompt needs a non-empty message")
+            raise DriverError(ErrorCode.INVALID_MESSAGE, "prompt needs a non-empty message")
         cwd = await self._route(sid)
         self._check_cwd(cwd)
         await self._after_exiting_run(cmd)
@@ -153,13 +157,13 @@ class Controller:
             pane = await self.tmux.find_pane(live.pid, live.tmux)
             if pane is None:
                 raise DriverError(
-                    wire.NOT_CONTROLLABLE,
+                    ErrorCode.NOT_CONTROLLABLE,
                     f"Claude Code runs this session outside tmux (pid {live.pid}); "
                     "relaybus cannot type into it: prompt it there",
                 )
             if (await self._state(sid))[0] in ACTIVE_STATES:
-                raise DriverError(wire.BUSY, "Claude is working in this session")
-            at_ms = wire.now_ms()
+                raise DriverError(ErrorCode.BUSY, "Claude is working in this session")
+            at_ms = now_ms()
             await self.tmux.prompt(pane, message)
             await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
             return {"driver": "tmux"}
@@ -182,8 +186,8 @@ class Controller:
         stream = self._keys.reply(cmd.gateway_id)
         try:
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.xadd(stream, reply.fields(), maxlen=wire.REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-                pipe.expire(stream, wire.REPLY_TTL_S)
+                pipe.xadd(stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
+                pipe.expire(stream, REPLY_TTL_S)
                 await pipe.execute()
         except Exception:
             log.exception("could not report the failed run of %s", cmd.session_id)
@@ -195,7 +199,7 @@ class Controller:
             return {"driver": "headless"}
         shown = (await self._state(sid))[0] in ACTIVE_STATES
         # A session shown working never hears "no active turn": nothing here can stop it.
-        nothing = wire.INTERRUPT_UNAVAILABLE if shown else wire.NO_ACTIVE_TURN
+        nothing = ErrorCode.INTERRUPT_UNAVAILABLE if shown else ErrorCode.NO_ACTIVE_TURN
         if self.headless.busy(sid):
             raise DriverError(nothing, "the turn was interrupted already; its run is ending")
         live = find_live(self._settings.claude_dir, sid)
@@ -204,11 +208,11 @@ class Controller:
         pane = await self.tmux.find_pane(live.pid, live.tmux)
         if pane is None:
             raise DriverError(
-                wire.INTERRUPT_UNAVAILABLE,
+                ErrorCode.INTERRUPT_UNAVAILABLE,
                 "this session runs outside tmux and cannot be interrupted",
             )
         if not shown:
-            raise DriverError(wire.NO_ACTIVE_TURN, "no turn is running in this session")
+            raise DriverError(ErrorCode.NO_ACTIVE_TURN, "no turn is running in this session")
         await self.tmux.interrupt(pane)
         return {"driver": "tmux"}
 
@@ -219,11 +223,11 @@ class Controller:
         cwd = normalise_cwd(cwd)
         self._check_cwd(cwd)
         sid = str(uuid.uuid4())
-        key = wire.reservation_key(self._keys, sid)
+        key = self._keys.reservation(sid)
         host = self._settings.host_id
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping={"host": host, "cwd": cwd})
-            pipe.expire(key, wire.RESERVATION_TTL_S)
+            pipe.expire(key, RESERVATION_TTL_S)
             await pipe.execute()
         return {"sessionId": sid, "host": host, "cwd": cwd}
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from relaybus.collector.drivers import DriverError, TurnHooks
 from relaybus.shared.settings import Settings
-from relaybus.shared.wire.commands import BRIDGE_ERROR, BUSY, PROMPT_FAILED
+from relaybus.shared.wire.errors import ErrorCode
 from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class HeadlessDriver:
     def argv(self, session_id: str, message: str, *, new: bool) -> list[str]:
         """The child's argv; the id is glued to its flag so it can never read as an option."""
         if not valid_session_id(session_id):
-            raise DriverError(BRIDGE_ERROR, "invalid session id")
+            raise DriverError(ErrorCode.BRIDGE_ERROR, "invalid session id")
         s = self._settings
         flag = "--session-id" if new else "--resume"
         return [
@@ -141,7 +141,7 @@ class HeadlessDriver:
     ) -> int:
         """Start the run; returns its pid once it took the prompt (see the module doc)."""
         if session_id in self._runs:
-            raise DriverError(BUSY, "a prompt is already running in this session")
+            raise DriverError(ErrorCode.BUSY, "a prompt is already running in this session")
         argv = self.argv(session_id, message, new=new)
         at_ms = int(time.time() * 1000)
         before = self._transcript_size(session_id)
@@ -156,7 +156,7 @@ class HeadlessDriver:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise DriverError(BRIDGE_ERROR, f"cannot start {argv[0]}: {exc}") from None
+            raise DriverError(ErrorCode.BRIDGE_ERROR, f"cannot start {argv[0]}: {exc}") from None
         run = Run(session_id, proc, at_ms, reported=accept_wait_s <= 0, on_failure=on_failure)
         self._runs[session_id] = run
         log.info("headless run started: session=%s pid=%d new=%s", session_id, proc.pid, new)
@@ -181,7 +181,7 @@ class HeadlessDriver:
                 await asyncio.wait_for(run.ended.wait(), ACCEPT_POLL_S)
         run.reported = True
         if run.ended.is_set() and run.code != 0 and not run.interrupted:
-            raise DriverError(PROMPT_FAILED, run.reason())
+            raise DriverError(ErrorCode.PROMPT_FAILED, run.reason())
 
     def _transcript_size(self, session_id: str) -> int:
         size = 0
@@ -258,10 +258,12 @@ class HeadlessDriver:
             log.info("headless run ended: session=%s code=%d", run.session_id, code)
         try:
             if failed:
-                await self._hooks.prompt_failed(run.session_id, PROMPT_FAILED, run.reason())
+                await self._hooks.prompt_failed(
+                    run.session_id, ErrorCode.PROMPT_FAILED, run.reason()
+                )
             else:
                 await self._hooks.prompt_ended(run.session_id)
             if failed and run.reported and run.on_failure is not None:
-                await run.on_failure(PROMPT_FAILED, run.reason())
+                await run.on_failure(ErrorCode.PROMPT_FAILED, run.reason())
         except Exception:
             log.exception("turn hook failed after run of %s", run.session_id)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from relaybus.collector.drivers import DriverError
 from relaybus.collector.drivers.live import ancestors, environ
-from relaybus.shared.wire.commands import BRIDGE_ERROR, INVALID
+from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ def terminal_text(message: str) -> str:
     bad = _CONTROLS.search(text)
     if bad is not None:
         raise DriverError(
-            INVALID, f"the prompt contains a control character (U+{ord(bad.group()):04X})"
+            ErrorCode.INVALID_MESSAGE,
+            f"the prompt contains a control character (U+{ord(bad.group()):04X})",
         )
     return text
 
@@ -145,10 +146,10 @@ class TmuxDriver:
                 await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "-l", "--", message)
             await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Enter")
         except TmuxError as exc:
-            raise DriverError(BRIDGE_ERROR, str(exc)) from None
+            raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
 
     async def interrupt(self, pane: Pane) -> None:
         try:
             await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Escape")
         except TmuxError as exc:
-            raise DriverError(BRIDGE_ERROR, str(exc)) from None
+            raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
