@@ -26,43 +26,19 @@ from typing import Any
 
 import orjson
 
-from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire.errors import ErrorCode
-
 #: Command type (gateway -> ``{ns}:cmd:<host>``) delivering a decision to the holding collector.
 PERMISSION_DECISION = "permission_decision"
 
 # Decisions: how a held request ended (``permission_resolved.decision``, an open union).
 ALLOW = "allow"
 DENY = "deny"
-#: Nobody answered within the approval timeout (a decision, not :attr:`ErrorCode.TIMEOUT`).
+#: Nobody answered within the approval timeout (a decision, not ``ErrorCode.TIMEOUT``).
 TIMED_OUT = "timeout"
 CANCELLED = "cancelled"
 #: The terminal answered first (the tool's result is in the transcript, or Claude Code's own
 #: dialog closed): the request is over, relaybus decided nothing.
 ANSWERED_ELSEWHERE = "answered_elsewhere"
 CLIENT_DECISIONS = frozenset({ALLOW, DENY})
-
-# Transitional: names collector/approvals.py still imports (it moves to TIMED_OUT,
-# ErrorCode and Keys with the collector restructuring; then these go).
-TIMEOUT = TIMED_OUT
-ALREADY_RESOLVED = ErrorCode.ALREADY_RESOLVED
-
-
-def pending_key(keys: Keys, sid: str) -> str:
-    """Transitional (collector/): :meth:`Keys.approvals`."""
-    return keys.approvals(sid)
-
-
-def decision_key(keys: Keys, request_key: str) -> str:
-    """Transitional (collector/): :meth:`Keys.approval`."""
-    return keys.approval(request_key)
-
-
-def resolved_key(keys: Keys, sid: str) -> str:
-    """Transitional (collector/): :meth:`Keys.approval_resolved`."""
-    return keys.approval_resolved(sid)
-
 
 #: Watcher fields count for this long by default (``RELAYBUS_WATCHERS_TTL_S``) and are
 #: refreshed every third of it.

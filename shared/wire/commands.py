@@ -14,9 +14,6 @@ from typing import Any
 
 import orjson
 
-from relaybus.shared import aio
-from relaybus.shared.store import keys as _keys
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import ErrorCode
 
 PROMPT = "prompt"
@@ -50,39 +47,6 @@ GATEWAY_CODES = frozenset(
         ErrorCode.INVALID_MESSAGE,
     }
 )
-
-# Transitional: names collector/ still imports from here (its call sites move to
-# ErrorCode, relaybus.shared.aio, Keys and relaybus.shared.store.keys with the collector
-# restructuring; then these go).
-UNKNOWN_SESSION = ErrorCode.UNKNOWN_SESSION
-TIMEOUT = ErrorCode.TIMEOUT
-INVALID = ErrorCode.INVALID_MESSAGE
-PROMPTS_DISABLED = ErrorCode.PROMPTS_DISABLED
-CWD_NOT_ALLOWED = ErrorCode.CWD_NOT_ALLOWED
-CWD_NOT_FOUND = ErrorCode.CWD_NOT_FOUND
-BUSY = ErrorCode.BUSY
-UNKNOWN_OUTCOME = ErrorCode.UNKNOWN_OUTCOME
-PROMPT_FAILED = ErrorCode.PROMPT_FAILED
-NOT_CONTROLLABLE = ErrorCode.NOT_CONTROLLABLE
-NO_ACTIVE_TURN = ErrorCode.NO_ACTIVE_TURN
-INTERRUPT_UNAVAILABLE = ErrorCode.INTERRUPT_UNAVAILABLE
-BRIDGE_ERROR = ErrorCode.BRIDGE_ERROR
-GROUP = _keys.GROUP
-REPLY_MAXLEN = _keys.REPLY_MAXLEN
-REPLY_TTL_S = _keys.REPLY_TTL_S
-DONE_TTL_S = _keys.DONE_TTL_S
-RESERVATION_TTL_S = _keys.RESERVATION_TTL_S
-now_ms = aio.now_ms
-
-
-def done_key(keys: Keys, command_id: str) -> str:
-    """Transitional (collector/): :meth:`Keys.command_done`."""
-    return keys.command_done(command_id)
-
-
-def reservation_key(keys: Keys, sid: str) -> str:
-    """Transitional (collector/): :meth:`Keys.reservation`."""
-    return keys.reservation(sid)
 
 
 class EnvelopeError(ValueError):
