@@ -22,10 +22,11 @@ from relaybus.collector.inbox import Inbox
 from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.paths import classify
 from relaybus.collector.projector import Projector
-from relaybus.collector.publisher import Publisher, now_ms
+from relaybus.collector.publisher import Publisher
 from relaybus.collector.session_cache import SessionCache
 from relaybus.collector.session_state import SessionState, end_events, turn_event, turn_hash
 from relaybus.collector.tracked import FileEntry
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import AppendBatch, OutEvent
 from relaybus.shared.wire.ids import valid_session_id

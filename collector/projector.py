@@ -6,9 +6,9 @@ import collections
 
 from relaybus.collector.batch_plan import BatchPlan
 from relaybus.collector.metrics import CollectorMetrics
-from relaybus.collector.publisher import now_ms
 from relaybus.collector.session_state import SessionState
 from relaybus.collector.tailer import Line
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.transcript import projection

@@ -14,16 +14,13 @@ import redis.asyncio as aioredis
 
 from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.traces import TraceMap
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import AppendBatch, Appended, LogAppender
 from relaybus.shared.store.connection import ensure_epoch, read_epoch
 from relaybus.shared.store.keys import Keys
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Publisher:

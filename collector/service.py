@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import redis.asyncio as aioredis
-import redis.exceptions
 from prometheus_client import CollectorRegistry
 
 from relaybus.collector.approvals.holds import Approvals
@@ -25,25 +23,17 @@ from relaybus.collector.history import HistoryRequests
 from relaybus.collector.metrics import CollectorMetrics, metrics_server
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.watcher import Wake, rescan, watch
+from relaybus.shared.aio import Backoff, sleep_unless
 from relaybus.shared.preflight import StartupError, collector_dirs
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import EpochChanged
-from relaybus.shared.store.connection import connect
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE, connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.approvals import PERMISSION_DECISION
 from relaybus.shared.wire.commands import LOAD_HISTORY
 
 log = logging.getLogger(__name__)
 
-#: Errors that mean "Redis is not usable right now": hold, back off, retry. READONLY is a
-#: primary that became a replica (failover); OOM clears when memory is freed.
-REDIS_ERRORS = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.ReadOnlyError,
-    redis.exceptions.OutOfMemoryError,
-    OSError,
-)
 TICK_S = 1.0
 #: How often a session whose live-process file is gone looks for its process's exit.
 CLOSING_POLL_S = 0.1
@@ -51,26 +41,6 @@ CLOSING_POLL_S = 0.1
 ROUND_BATCHES = 4
 RESCAN_S = 2.0
 SHUTDOWN_S = 5.0
-
-
-class Backoff:
-    """Jittered exponential delays for reconnecting."""
-
-    def __init__(self, first_s: float = 0.05, max_s: float = 5.0) -> None:
-        self.first_s, self.max_s, self.n = first_s, max_s, 0
-
-    def next(self) -> float:
-        delay = min(self.max_s, self.first_s * 2**self.n)
-        self.n += 1
-        return float(delay * random.uniform(0.5, 1.0))
-
-    def reset(self) -> None:
-        self.n = 0
-
-
-async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
 
 
 async def drive(
@@ -121,7 +91,7 @@ async def drive(
             engine.reset()
             need_start = True
             continue
-        except REDIS_ERRORS as exc:
+        except REDIS_UNAVAILABLE as exc:
             metrics.redis_errors.inc()
             if not down:
                 log.warning("redis unavailable (%s); holding, the files are the buffer", exc)
@@ -162,9 +132,9 @@ async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Ev
     while not stop.is_set():
         try:
             await beat(client, settings, stop)
-        except REDIS_ERRORS:
+        except REDIS_UNAVAILABLE:
             await sleep_unless(stop, 1.0)
-    with contextlib.suppress(*REDIS_ERRORS):
+    with contextlib.suppress(*REDIS_UNAVAILABLE):
         await asyncio.wait_for(client.delete(keys.host(settings.host_id)), 1.0)
         await asyncio.wait_for(client.zrem(keys.hosts, settings.host_id), 1.0)
 

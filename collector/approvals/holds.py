@@ -23,9 +23,10 @@ from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from relaybus.collector.approvals import endpoint, preview
-from relaybus.collector.approvals.records import Decision, Records, now_ms
+from relaybus.collector.approvals.records import Decision, Records
 from relaybus.collector.inbox import Inbox, SessionWriter
 from relaybus.collector.session_state import turn_event, turn_hash
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.store.connection import connect

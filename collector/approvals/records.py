@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
 import orjson
 import redis.asyncio as aioredis
 
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import approvals
@@ -25,10 +25,6 @@ T = TypeVar("T")
 REDIS_OP_S = 2.0
 
 Decision = tuple[str, str | None]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Records:
