@@ -16,9 +16,7 @@ start in stream order: each waits until the previous one finished or released th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -33,7 +31,7 @@ from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.notices import TurnNotices
 from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
-from relaybus.shared.aio import now_ms
+from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.connection import connect
@@ -89,7 +87,7 @@ class CommandConsumer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; Redis outages are waited out with backoff."""
-        backoff = 0.1
+        backoff = Backoff(0.1, MAX_BACKOFF_S)
         recovered = False
         log.info("command consumer started on %s", self._stream)
         while not stop.is_set():
@@ -102,21 +100,18 @@ class CommandConsumer:
                     recovered = True
                 await self._room()
                 await self._read_once(">")
-                backoff = 0.1
+                backoff.reset()
             except ResponseError as exc:
                 if not str(exc).startswith("NOGROUP"):
                     raise
                 log.warning("command group vanished (Redis lost data?): recreating")
                 recovered = False
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError from exc  # redis-py turned a cancel into this
-                log.warning("command stream unavailable: %s; retrying in %.1fs", exc, backoff)
+                reraise_if_cancelling(exc)
+                delay = backoff.next()
+                log.warning("command stream unavailable: %s; retrying in %.1fs", exc, delay)
                 recovered = False
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), backoff * (1 + random.random()))
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                await sleep_unless(stop, delay)
         await self._drain()
         log.info("command consumer stopped")
 
