@@ -16,8 +16,7 @@ from relaybus.collector.session_state import (
     FIRST_PROMPT_RANK,
     SessionState,
     line_event,
-    turn_event,
-    turn_hash,
+    turn_changed,
     updated_event,
 )
 from relaybus.collector.turns import IDLE, WORKING, TurnChange
@@ -203,8 +202,9 @@ class BatchPlan:
         change = st.turn.on_line(turn, ts, activity=activity)
         while change is not None:
             if not self.collapse:
-                self.events.append(turn_event(st.sid, change))
-                self.hash.update(turn_hash(change))
+                status, status_h = turn_changed(st.sid, change)
+                self.events.append(status)
+                self.hash.update(status_h)
             change = st.turn.settle(ts)
 
     def _may_start(self, p: Projected, sidechain: bool) -> bool:
@@ -225,8 +225,9 @@ class BatchPlan:
             t = st.turn
             if t.state and (t.state, t.waiting_for) != (orig.turn.state, orig.turn.waiting_for):
                 change = TurnChange(t.state, t.since, t.waiting_for)
-                tail.append(turn_event(st.sid, change))
-                self.hash.update(turn_hash(change))
+                status, status_h = turn_changed(st.sid, change)
+                tail.append(status)
+                self.hash.update(status_h)
             self.events = head + list(self._kept) + tail
             self.published = len(self._kept)
         if self.activity_ms is None:

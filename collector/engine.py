@@ -24,7 +24,7 @@ from relaybus.collector.paths import classify
 from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.session_cache import SessionCache
-from relaybus.collector.session_state import SessionState, end_events, turn_event, turn_hash
+from relaybus.collector.session_state import SessionState, end_events, turn_changed
 from relaybus.collector.tracked import FileEntry
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
@@ -208,8 +208,9 @@ class Engine:
                 log.info("session %s: live process %d", sid, info.pid)
             change = state.turn.on_live(info.status, info.waiting_for, now)
             while change is not None:
-                events.append(turn_event(sid, change))
-                h.update(turn_hash(change))
+                status, status_h = turn_changed(sid, change)
+                events.append(status)
+                h.update(status_h)
                 change = state.turn.settle(now)
             if events or h:
                 await self.commit(state, events, h, activity_ms=now if events else None)
@@ -224,7 +225,8 @@ class Engine:
             if procfiles.pid_alive(pid):
                 change = state.turn.on_live(None, None, now)
                 if change is not None:
-                    await self.commit(state, [turn_event(sid, change)], turn_hash(change))
+                    status, status_h = turn_changed(sid, change)
+                    await self.commit(state, [status], status_h)
                 else:
                     self.keep(state)
                 self.closing.add(sid)
@@ -234,8 +236,9 @@ class Engine:
             events, h = [], {}
             change = state.turn.on_live(None, None, now)
             if change is not None:  # e.g. the transcript ended the turn while the file said busy
-                events.append(turn_event(sid, change))
-                h.update(turn_hash(change))
+                status, status_h = turn_changed(sid, change)
+                events.append(status)
+                h.update(status_h)
             if state.live:
                 ended, eh = end_events(state, reason="exit", now_ms=now_ms())
                 events += ended
@@ -277,8 +280,9 @@ class Engine:
             h: dict[str, str] = {}
             change = state.turn.on_tick(now, self.backstop_ms)
             if change is not None:
-                events.append(turn_event(sid, change))
-                h.update(turn_hash(change))
+                status, status_h = turn_changed(sid, change)
+                events.append(status)
+                h.update(status_h)
             if idle_end:
                 ended, eh = end_events(state, reason="idle", now_ms=now)
                 events += ended

@@ -9,11 +9,13 @@ forgotten.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from relaybus.collector.session_state import SessionState
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.session_row import SessionRow
 
 
 class SessionCache:
@@ -27,8 +29,9 @@ class SessionCache:
         """The cached state of a session, loaded from its hash on first use."""
         st = self._states.get(sid)
         if st is None:
-            h = await self._client.hgetall(self._keys.session(sid))
-            st = SessionState.from_hash(sid, h) if h else SessionState(sid)
+            # bytes keys and values: the collector's client does not decode responses
+            h: Any = await self._client.hgetall(self._keys.session(sid))
+            st = SessionState.from_row(sid, SessionRow.parse(h)) if h else SessionState(sid)
             self._states[sid] = st
         return st
 

@@ -8,12 +8,12 @@ the functions build the log events (``turn_status``, ``session_event``,
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from relaybus.collector.turns import TurnChange, TurnTracker
 from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.store.session_row import Field, SessionRow, turn_update
 from relaybus.shared.wire import frames
 
 #: Rank of "the first real user prompt": only the first one counts. Candidates of this
@@ -48,27 +48,17 @@ class SessionState:
     has_content: bool = False
 
     @classmethod
-    def from_hash(cls, sid: str, h: Mapping[Any, Any]) -> SessionState:
-        def s(name: str) -> str:
-            v = h.get(name.encode(), b"")
-            return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-        def n(name: str) -> int:
-            try:
-                return int(float(s(name) or 0))
-            except ValueError:
-                return 0
-
+    def from_row(cls, sid: str, row: SessionRow) -> SessionState:
         turn = TurnTracker(
-            state=s("state") or None,
-            since=n("since"),
-            waiting_for=s("waitingFor") or None,
-            last_activity_ms=n("lastActivity"),
+            state=row.state,
+            since=row.since,
+            waiting_for=row.waiting_for,
+            last_activity_ms=row.last_activity,
         )
-        title, title_rank = s("title") or None, n("titleRank")
+        title, title_rank = row.title, row.title_rank or 0
         first, first_rank = (
-            s("firstPrompt") or None,
-            n("firstPromptRank") if s("firstPrompt") else -1,
+            row.first_prompt,
+            (row.first_prompt_rank or 0) if row.first_prompt else -1,
         )
         if title is not None and title_rank <= FIRST_PROMPT_RANK:  # written before titles were real
             if first is None:
@@ -76,38 +66,28 @@ class SessionState:
             title, title_rank = None, 0
         return cls(
             sid=sid,
-            cwd=s("cwd"),
-            entrypoint=s("entrypoint"),
+            cwd=row.cwd,
+            entrypoint=row.entrypoint,
             title=title,
             title_rank=title_rank,
             first_prompt=first,
             first_prompt_rank=first_rank,
-            started_at=n("startedAt"),
-            live=s("live") == "1",
-            pid=n("pid") or None,
-            end_reason=s("endReason"),
+            started_at=row.started_at,
+            live=row.live,
+            pid=row.pid,
+            end_reason=row.end_reason,
             turn=turn,
             # hashes from before the field: any published event counted
-            has_content=s("hasContent") == "1" or (not s("hasContent") and n("sessionSeq") > 0),
+            has_content=row.has_content if row.has_content is not None else row.session_seq > 0,
         )
 
     def clone(self) -> SessionState:
         return copy.deepcopy(self)
 
 
-def turn_event(sid: str, change: TurnChange) -> OutEvent:
-    prefix = frames.turn_status(
-        sid, state=change.state, since=change.since, waiting_for=change.waiting_for
-    )
-    return OutEvent(frames.TURN_STATUS, prefix)
-
-
-def turn_hash(change: TurnChange) -> dict[str, str]:
-    return {
-        "state": change.state,
-        "since": str(change.since),
-        "waitingFor": change.waiting_for or "",
-    }
+def turn_changed(sid: str, change: TurnChange) -> tuple[OutEvent, dict[str, str]]:
+    """:func:`relaybus.shared.store.session_row.turn_update` of a tracker's change."""
+    return turn_update(sid, change.state, change.since, change.waiting_for)
 
 
 def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> OutEvent:
@@ -138,11 +118,12 @@ def end_events(
 ) -> tuple[list[OutEvent], dict[str, str]]:
     """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
     events: list[OutEvent] = []
-    h: dict[str, str] = {"live": "0", "ended": "1", "endReason": reason}
+    h: dict[str, str] = {Field.LIVE: "0", Field.ENDED: "1", Field.END_REASON: reason}
     change = state.turn.on_end(now_ms)
     if change is not None:
-        events.append(turn_event(state.sid, change))
-        h.update(turn_hash(change))
+        turn, fields = turn_changed(state.sid, change)
+        events.append(turn)
+        h.update(fields)
     events.append(OutEvent(frames.SESSION_ENDED, frames.session_ended(state.sid, reason=reason)))
     state.live = False
     state.pid = None

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from relaybus.collector.approvals import endpoint, preview
 from relaybus.collector.approvals.records import Decision, Records
 from relaybus.collector.inbox import Inbox, SessionWriter
-from relaybus.collector.session_state import turn_event, turn_hash
+from relaybus.collector.session_state import turn_changed
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
@@ -94,8 +94,9 @@ class ApprovalEvent:
             self.waiting_for(self.sid), now_ms(), answered=self.answered
         )
         while change is not None:
-            events.append(turn_event(self.sid, change))
-            h.update(turn_hash(change))
+            status, status_h = turn_changed(self.sid, change)
+            events.append(status)
+            h.update(status_h)
             change = state.turn.settle(now_ms())
         await writer.commit(state, events, h)
         if self.published is not None and not self.published.done():

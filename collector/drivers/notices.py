@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relaybus.collector.inbox import Inbox, SessionWriter
-from relaybus.collector.session_state import line_event, turn_event, turn_hash
+from relaybus.collector.session_state import line_event, turn_changed
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.store.appendlog import OutEvent
 
@@ -65,9 +65,10 @@ class TurnNotice:
             if self.kind == "failed":
                 events.append(line_event(self.sid, failure_event(self.code, self.message)))
             change = state.turn.on_run(False, self.at_ms)
+        h: dict[str, str] = {}
         if change is not None:
-            events.append(turn_event(self.sid, change))
-        h = turn_hash(change) if change is not None else {}
+            status, h = turn_changed(self.sid, change)
+            events.append(status)
         if events:
             await writer.commit(state, events, h)
             log.debug("session %s: turn %s after a command", self.sid, state.turn.state)
