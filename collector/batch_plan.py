@@ -21,6 +21,7 @@ from relaybus.collector.session_state import (
 )
 from relaybus.collector.turns import IDLE, WORKING, TurnChange
 from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.transcript.projection import Projected
 from relaybus.shared.wire import frames
 
@@ -106,10 +107,10 @@ class BatchPlan:
                 continue
             if p.cwd and not st.cwd:
                 st.cwd = p.cwd
-                self.hash["cwd"] = p.cwd
+                self.hash[Field.CWD] = p.cwd
             if p.entrypoint and not st.entrypoint:
                 st.entrypoint = p.entrypoint
-                self.hash["entrypoint"] = p.entrypoint
+                self.hash[Field.ENTRYPOINT] = p.entrypoint
 
     def encode(self, p: Projected) -> OutEvent | None:
         """The ``session_event`` of a published line (None for a bookkeeping line)."""
@@ -234,10 +235,10 @@ class BatchPlan:
             self.activity_ms = self.now_ms
         if st.live and self._announced is not None and _facts(st) != self._announced:
             self.events.append(updated_event(st, host=self.host, activity_ms=self.activity_ms))
-        self.hash["lastActivity"] = str(self.activity_ms)
-        self.hash["hasContent"] = "1" if st.has_content else "0"
-        self.hash.setdefault("id", st.sid)
-        self.hash.setdefault("host", self.host)
+        self.hash[Field.LAST_ACTIVITY] = str(self.activity_ms)
+        self.hash[Field.HAS_CONTENT] = "1" if st.has_content else "0"
+        self.hash.setdefault(Field.ID, st.sid)
+        self.hash.setdefault(Field.HOST, self.host)
 
     def start_now(self) -> None:
         """Announce the session now (a live process appeared before any transcript line)."""
@@ -265,14 +266,14 @@ class BatchPlan:
         self._announced = _facts(st)
         self.hash.update(
             {
-                "id": st.sid,
-                "host": self.host,
-                "cwd": st.cwd,
-                "entrypoint": st.entrypoint,
-                "startedAt": str(ts),
-                "live": "1",
-                "ended": "0",
-                "endReason": "",
+                Field.ID: st.sid,
+                Field.HOST: self.host,
+                Field.CWD: st.cwd,
+                Field.ENTRYPOINT: st.entrypoint,
+                Field.STARTED_AT: str(ts),
+                Field.LIVE: "1",
+                Field.ENDED: "0",
+                Field.END_REASON: "",
             }
         )
 
@@ -283,9 +284,9 @@ class BatchPlan:
                 return
             if rank != st.first_prompt_rank or text != st.first_prompt:
                 st.first_prompt, st.first_prompt_rank = text, rank
-                self.hash.update({"firstPrompt": text, "firstPromptRank": str(rank)})
+                self.hash.update({Field.FIRST_PROMPT: text, Field.FIRST_PROMPT_RANK: str(rank)})
             return
         if rank < st.title_rank or (rank == st.title_rank and text == st.title):
             return
         st.title, st.title_rank = text, rank
-        self.hash.update({"title": text, "titleRank": str(rank)})
+        self.hash.update({Field.TITLE: text, Field.TITLE_RANK: str(rank)})

@@ -29,6 +29,7 @@ from relaybus.collector.tracked import FileEntry
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import AppendBatch, OutEvent
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ class Engine:
             h: dict[str, str] = {}
             if state.pid != info.pid:
                 state.pid = info.pid
-                h["pid"] = str(info.pid)
+                h[Field.PID] = str(info.pid)
                 state.turn.busy_seen = False  # a new process says idle before busy: not a turn end
             if not state.live:
                 plan = self.filesync.projector.plan(state)
@@ -245,7 +246,7 @@ class Engine:
                 h.update(eh)
                 log.info("session %s: process %d exited, session ended", sid, pid)
             state.pid = None
-            h["pid"] = ""
+            h[Field.PID] = ""
             await self.commit(state, events, h)
             del self.live_pids[sid]
 

@@ -32,6 +32,7 @@ from relaybus.collector.session_state import SessionState
 from relaybus.collector.tailer import FileTail, Line, Probe, Status, probe
 from relaybus.collector.tracked import FileEntry, bus_error, stamp
 from relaybus.shared.store.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.transcript import projection
 from relaybus.shared.wire.ids import valid_session_id
 
@@ -226,7 +227,7 @@ class FileSync:
         activity: int | None = None
         main = entry.sid is not None and entry.tp.agent_id is None and end > 0
         if main and not await self.pub.client.hexists(
-            self.pub.keys.session(entry.sid or ""), "lastSeqId"
+            self.pub.keys.session(entry.sid or ""), Field.LAST_SEQ_ID
         ):  # a main transcript whose history was never published
             state = await self.owner.session(entry.sid or "")
             listed, activity = history.listing(self.projector, entry, state, end, mtime)
@@ -386,7 +387,7 @@ class FileSync:
         """Publish a registered session's history once (``relaybus.collector.history``);
         the number of events published."""
         loaded, end_value = await self.pub.client.hmget(
-            self.pub.keys.session(sid), [history.HISTORY_LOADED, history.HISTORY_END]
+            self.pub.keys.session(sid), [Field.HISTORY_LOADED, Field.HISTORY_END]
         )
         entry = next(
             (e for e in self.files.values() if e.sid == sid and e.tp.agent_id is None), None
@@ -412,7 +413,7 @@ class FileSync:
                 )
         try:
             await self.pub.append(
-                AppendBatch(sid, events, hash_updates={history.HISTORY_LOADED: "1"})
+                AppendBatch(sid, events, hash_updates={Field.HISTORY_LOADED: "1"})
             )
         except BaseException:
             if entry is not None:

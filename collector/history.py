@@ -32,17 +32,24 @@ from relaybus.collector.tailer import FileTail, Line
 from relaybus.collector.tracked import FileEntry
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.appendlog import OutEvent
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire.commands import Command, Reply
 from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-#: Session hash fields (strings): "0" while the history was never published.
-HISTORY_LOADED = "historyLoaded"
-#: The committed offset value (``end:dev:ino``) the history ends at.
-HISTORY_END = "historyEnd"
 #: Hash fields a listing never writes: an old session is neither live nor working.
-_NOT_LISTED = frozenset({"state", "since", "waitingFor", "live", "ended", "startedAt", "pid"})
+_NOT_LISTED = frozenset(
+    {
+        Field.STATE,
+        Field.SINCE,
+        Field.WAITING_FOR,
+        Field.LIVE,
+        Field.ENDED,
+        Field.STARTED_AT,
+        Field.PID,
+    }
+)
 #: Bytes scanned backwards for an old session's tail (a listing, or its history).
 TAIL_MAX_BYTES = 16 * 1024 * 1024
 #: Lines read per wanted event at first (bookkeeping lines publish nothing).
@@ -101,7 +108,7 @@ def listing(
         if plan.published or len(lines) < n_lines + LISTING_LINES or n_lines >= LISTING_MAX_LINES:
             break
         n_lines *= 8
-    if plan.published == 0 or plan.hash.get("hasContent") == "0":
+    if plan.published == 0 or plan.hash.get(Field.HAS_CONTENT) == "0":
         return {}, None  # nothing to show (the projection's verdict, where it gives one)
     mtime_ms = int(mtime * 1000)
     activity = min(plan.activity_ms or mtime_ms, mtime_ms)
@@ -109,9 +116,9 @@ def listing(
     ident = entry.tail.identity
     h.update(
         {
-            "lastActivity": str(activity),
-            HISTORY_LOADED: "0",
-            HISTORY_END: backfill.offset_value(end, ident.dev, ident.ino),
+            Field.LAST_ACTIVITY: str(activity),
+            Field.HISTORY_LOADED: "0",
+            Field.HISTORY_END: backfill.offset_value(end, ident.dev, ident.ino),
         }
     )
     return h, activity

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 
 from relaybus.collector.session_state import SessionState
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.store.session_row import SessionRow
+from relaybus.shared.store.session_row import Field, SessionRow
 
 
 class SessionCache:
@@ -56,7 +56,7 @@ class SessionCache:
         sids = [m.decode() if isinstance(m, bytes) else str(m) for m in members]
         pipe = self._client.pipeline(transaction=False)
         for sid in sids:
-            pipe.hmget(self._keys.session(sid), ["host", "live"])
+            pipe.hmget(self._keys.session(sid), [Field.HOST, Field.LIVE])
         found = 0
         for sid, (host, live) in zip(sids, await pipe.execute(), strict=True):
             if host == self._host.encode() and live == b"1" and sid not in self._states:

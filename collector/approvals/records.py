@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import approvals
 
 T = TypeVar("T")
@@ -44,7 +45,9 @@ class Records:
 
     async def session(self, sid: str) -> tuple[bytes | str | None, bytes | str | None]:
         """The session hash's (host, cwd); host is ``None`` for an unknown session."""
-        host, cwd = await self._op(self.client.hmget(self.keys.session(sid), ["host", "cwd"]))
+        host, cwd = await self._op(
+            self.client.hmget(self.keys.session(sid), [Field.HOST, Field.CWD])
+        )
         return host, cwd
 
     async def index(self, sid: str, key: str, name: str, expires_ms: int) -> None:

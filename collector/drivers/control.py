@@ -28,6 +28,7 @@ from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import session_route
 from relaybus.shared.store.keys import REPLY_MAXLEN, REPLY_TTL_S, RESERVATION_TTL_S, Keys
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, Reply
 from relaybus.shared.wire.errors import ErrorCode
@@ -116,7 +117,7 @@ class Controller:
 
     async def _state(self, sid: str) -> tuple[str, int]:
         """The turn state the session shows, and since when."""
-        state, since = await self._client.hmget(self._keys.session(sid), ["state", "since"])
+        state, since = await self._client.hmget(self._keys.session(sid), [Field.STATE, Field.SINCE])
         text = state.decode() if isinstance(state, bytes) else ""
         try:
             return text, int(since or 0)
