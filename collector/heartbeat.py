@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import time
 
 import orjson
 import redis.asyncio as aioredis
 
 from relaybus.shared import __version__
+from relaybus.shared.aio import now_ms, sleep_unless
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.commands import CAP_LOAD_HISTORY, CAP_PROMPTS
@@ -39,14 +38,13 @@ def heartbeat_value(host: str, started_at_ms: int, capabilities: list[str]) -> b
 async def beat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) -> None:
     """Refresh the heartbeat until ``stop``; Redis errors propagate to the supervisor."""
     keys, host, ttl_s = Keys(settings.namespace), settings.host_id, settings.heartbeat_ttl_s
-    value = heartbeat_value(host, int(time.time() * 1000), capabilities_of(settings))
+    value = heartbeat_value(host, now_ms(), capabilities_of(settings))
     while not stop.is_set():
         # The hosts index lets a gateway find the live machines without SCANning keys.
-        expires_ms = int(time.time() * 1000) + ttl_s * 1000
+        expires_ms = now_ms() + ttl_s * 1000
         pipe = client.pipeline(transaction=False)
         pipe.set(keys.host(host), value, ex=ttl_s)
         pipe.zadd(keys.hosts, {host: expires_ms})
         pipe.zremrangebyscore(keys.hosts, "-inf", expires_ms - 86_400_000)  # long dead
         await pipe.execute()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), ttl_s / 3)
+        await sleep_unless(stop, ttl_s / 3)

@@ -25,6 +25,8 @@ from pathlib import Path
 from watchfiles import Change
 from watchfiles._rust_notify import RustNotify
 
+from relaybus.shared.aio import sleep_unless
+
 log = logging.getLogger(__name__)
 
 DEBOUNCE_MS = 50
@@ -240,6 +242,5 @@ async def _watch(
 async def rescan(wake: Wake, stop: asyncio.Event, *, interval_s: float) -> None:
     """Ask the engine for a full rescan every ``interval_s`` until ``stop``."""
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+        await sleep_unless(stop, interval_s)
         wake.request_rescan()

@@ -21,13 +21,13 @@ import logging
 import os
 import shlex
 import signal
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from relaybus.collector.drivers import DriverError, TurnHooks
+from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.wire.errors import ErrorCode
 from relaybus.shared.wire.ids import valid_session_id
@@ -143,7 +143,7 @@ class HeadlessDriver:
         if session_id in self._runs:
             raise DriverError(ErrorCode.BUSY, "a prompt is already running in this session")
         argv = self.argv(session_id, message, new=new)
-        at_ms = int(time.time() * 1000)
+        at_ms = now_ms()
         before = self._transcript_size(session_id)
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -8,13 +8,13 @@ prompt's start and a headless run's end go into the engine's inbox
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from relaybus.collector.inbox import Inbox, SessionWriter
 from relaybus.collector.session_state import line_event, turn_changed
 from relaybus.collector.traces import TraceMap
+from relaybus.shared.aio import now_ms
 from relaybus.shared.store.appendlog import OutEvent
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class TurnNotices:
         self._inbox.put(TurnNotice(session_id, "run" if run else "prompt", at_ms))
 
     async def prompt_ended(self, session_id: str) -> None:
-        self._inbox.put(TurnNotice(session_id, "end", int(time.time() * 1000)))
+        self._inbox.put(TurnNotice(session_id, "end", now_ms()))
 
     async def prompt_failed(self, session_id: str, code: str, message: str) -> None:
-        self._inbox.put(TurnNotice(session_id, "failed", int(time.time() * 1000), code, message))
+        self._inbox.put(TurnNotice(session_id, "failed", now_ms(), code, message))
