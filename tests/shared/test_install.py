@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,12 +13,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_wheel_installs_only_the_relaybus_namespace(tmp_path: Path) -> None:
+    # Built from a copy of the tree: an in-place build reuses build/lib, which keeps files
+    # that were since deleted.
+    src = tmp_path / "src"
+    for name in ("relaybus", "collector", "gateway", "shared"):
+        shutil.copytree(
+            REPO / name, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, src / name)
+    out = tmp_path / "dist"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(tmp_path), str(REPO)],
+         "-w", str(out), str(src)],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
-    (wheel,) = tmp_path.glob("relaybus-*.whl")
+    (wheel,) = out.glob("relaybus-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {
         "relaybus",
