@@ -34,7 +34,6 @@ from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ErrorCode, ProtocolError
-from relaybus.gateway.tasks import cancel_and_wait
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import approvals as ap
 from relaybus.shared.wire import commands as c
@@ -72,7 +71,6 @@ class GatewayApprovals:
         #: Counts as last written to Redis, and when each field was last stamped.
         self._written: dict[str, int] = {}
         self._stamped: dict[str, float] = {}
-        self._task: asyncio.Task[None] | None = None
 
     # --- watcher counts -----------------------------------------------------------------
 
@@ -120,7 +118,8 @@ class GatewayApprovals:
         if due:
             await self._write(due)
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Refresh the counts every :data:`CHECK_S` until cancelled (a runtime task)."""
         while True:
             try:
                 await self._pass()
@@ -128,12 +127,8 @@ class GatewayApprovals:
                 log.warning("watcher counts not refreshed: %s", exc)
             await asyncio.sleep(CHECK_S)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="watcher-counts")
-
     async def aclose(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)  # a single cancel can be swallowed (gateway/tasks.py)
+        """Withdraw this gateway's counts (after :meth:`run` was stopped)."""
         with contextlib.suppress(RedisError, OSError):
             await asyncio.wait_for(self._write(dict.fromkeys(self._written, 0)), 2.0)
 

@@ -30,7 +30,6 @@ from relaybus.gateway import protocol
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ErrorCode, ProtocolError
-from relaybus.gateway.tasks import cancel_and_wait
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
@@ -56,24 +55,21 @@ class ReplyReader:
         self._block_ms = block_ms
         self._waiting: dict[str, asyncio.Future[Reply]] = {}
         self._last = "0-0"
-        self._task: asyncio.Task[None] | None = None
+        self._running = False
         #: Told of a late reply (``data.late``): a command failed after its first answer.
         self.on_late: Callable[[Reply], None] | None = None
         #: Set once the reader knows where the stream ends; commands wait for it.
         self.ready = asyncio.Event()
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="command-replies")
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)  # a single cancel can be swallowed (gateway/tasks.py)
+    def close(self) -> None:
+        """Cancel every command still waiting (its reader task is the runtime's)."""
         for fut in self._waiting.values():
             fut.cancel()
         self._waiting.clear()
 
     def healthy(self) -> bool:
-        return self._task is not None and not self._task.done()
+        """:meth:`run` is running (not crashed, not waiting to be restarted)."""
+        return self._running
 
     def expect(self, command_id: str) -> asyncio.Future[Reply]:
         fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
@@ -83,7 +79,16 @@ class ReplyReader:
     def forget(self, command_id: str) -> None:
         self._waiting.pop(command_id, None)
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Read replies until cancelled, riding out Redis outages; any other error ends it
+        (the runtime's supervisor logs, counts and restarts it)."""
+        self._running = True
+        try:
+            await self._read()
+        finally:
+            self._running = False
+
+    async def _read(self) -> None:
         backoff = 0.1
         while True:
             try:
@@ -128,7 +133,7 @@ class ReplyReader:
 
 
 class GatewayCommands:
-    """The gateway's command router (``relaybus.gateway.handlers.CommandRouter``)."""
+    """The gateway's command router: prompt, interrupt_request, new_conversation, load_history."""
 
     def __init__(
         self,
@@ -158,21 +163,14 @@ class GatewayCommands:
         self._in_flight: dict[str, int] = {}
         self._history: dict[str, asyncio.Future[bool]] = {}
 
-    async def start(self) -> None:
-        self.replies.start()
-
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.replies.aclose()
+        self.replies.close()
 
-    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None:
+    async def handle(self, conn: Connection, msg: protocol.Command) -> None:
         """Validate now (errors go back through the endpoint), answer from a task of its own."""
-        if msg.type not in c.COMMAND_TYPES:
-            raise ProtocolError(
-                ErrorCode.NOT_IMPLEMENTED, f"{msg.type} is not available yet", msg.requestId
-            )
         if isinstance(msg, protocol.Prompt):
             if msg.sessionId is None:
                 raise ProtocolError(

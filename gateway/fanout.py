@@ -94,23 +94,25 @@ class Hub:
         """Offer each event to the connections that may receive it (no awaits), then queue
         each connection's share of the batch as one entry."""
         touched: list[Connection] = []
-        for ev in events:
-            if ev.session_scoped:
-                for conn in self.firehose:
-                    if conn.offer(ev):
-                        touched.append(conn)
-                group = self.watchers.get(ev.sid)
-                if group:
-                    for conn in group:
+        try:
+            for ev in events:
+                if ev.session_scoped:
+                    for conn in self.firehose:
                         if conn.offer(ev):
                             touched.append(conn)
-            elif ev.kind in frames.BROADCAST_KINDS:
-                for conn in self.connections:
-                    if conn.offer(ev):
-                        touched.append(conn)
-            self.position = ev.seq
-        if touched:
-            self._flush(touched, events)
+                    group = self.watchers.get(ev.sid)
+                    if group:
+                        for conn in group:
+                            if conn.offer(ev):
+                                touched.append(conn)
+                elif ev.kind in frames.BROADCAST_KINDS:
+                    for conn in self.connections:
+                        if conn.offer(ev):
+                            touched.append(conn)
+                self.position = ev.seq
+        finally:  # even if the reader crashes here: a staged batch left unflushed would stall
+            if touched:
+                self._flush(touched, events)
 
     def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
         """Flush each touched connection; count synchronous writes once per batch."""
@@ -204,24 +206,29 @@ class LogReader:
         self._stopping = True
 
     async def run(self) -> None:
+        """Read until stopped, riding out Redis outages; any other error ends it (the
+        runtime's supervisor logs, counts and restarts it). Not ready while not running."""
         failures = 0
-        while not self._stopping:
-            try:
-                await self._sync()
-                failures = 0
-                while not self._stopping:
-                    await self._step()
-            except (RedisError, OSError) as exc:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    # redis-py may turn a cancellation mid-read into a connection error;
-                    # never swallow it, or shutdown waits forever.
-                    raise asyncio.CancelledError from exc
-                failures += 1
-                self.synced.clear()
-                delay = min(self.max_backoff_s, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
-                log.warning("log reader: %s; retrying in %.2fs", exc, delay)
-                await asyncio.sleep(delay)
+        try:
+            while not self._stopping:
+                try:
+                    await self._sync()
+                    failures = 0
+                    while not self._stopping:
+                        await self._step()
+                except (RedisError, OSError) as exc:
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        # redis-py may turn a cancellation mid-read into a connection error;
+                        # never swallow it, or shutdown waits forever.
+                        raise asyncio.CancelledError from exc
+                    failures += 1
+                    self.synced.clear()
+                    delay = min(self.max_backoff_s, 0.05 * 2**failures) * random.uniform(0.5, 1.0)
+                    log.warning("log reader: %s; retrying in %.2fs", exc, delay)
+                    await asyncio.sleep(delay)
+        finally:
+            self.synced.clear()
 
     async def _sync(self) -> None:
         """On start and after every reconnect: compare the epoch, then resume from position."""

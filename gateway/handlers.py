@@ -2,15 +2,15 @@
 
 Replays follow DESIGN §8: the connection is subscribed (buffering) *before* history is
 read; the merge in :mod:`relaybus.gateway.replay` then yields every event once, in order, and the
-whole replay is queued as one burst. Commands go to a :class:`CommandRouter`; until the
-command issue lands, :class:`NotImplementedCommands` answers them with an error.
+whole replay is queued as one burst. Commands go to :class:`GatewayCommands`, decisions
+on permission requests to :class:`GatewayApprovals`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 from relaybus.gateway import history, protocol
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import Access
+from relaybus.gateway.commands import GatewayCommands
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
@@ -37,23 +38,6 @@ HISTORY_LOADED = b"historyLoaded"
 HOSTS_TTL_S = 1.0
 
 
-class CommandRouter(Protocol):
-    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None: ...
-
-
-class HistoryLoader(Protocol):
-    async def load_history(self, sid: str, host: str) -> bool: ...
-
-
-class NotImplementedCommands:
-    """Placeholder router: commands arrive in a later issue."""
-
-    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None:
-        raise ProtocolError(
-            ErrorCode.NOT_IMPLEMENTED, f"{msg.type} is not available yet", msg.requestId
-        )
-
-
 class Handlers:
     def __init__(
         self,
@@ -64,9 +48,8 @@ class Handlers:
         metrics: GatewayMetrics,
         gateway_id: str,
         replay_depth: int,
-        commands: CommandRouter | None = None,
-        approvals: GatewayApprovals | None = None,
-        history_loader: HistoryLoader | None = None,
+        commands: GatewayCommands,
+        approvals: GatewayApprovals,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -74,10 +57,8 @@ class Handlers:
         self.metrics = metrics
         self.gateway_id = gateway_id
         self.replay_depth = replay_depth
-        self.commands: CommandRouter = commands or NotImplementedCommands()
+        self.commands = commands
         self.approvals = approvals
-        #: Asks a session's collector to publish a history it never published (old sessions).
-        self.history_loader = history_loader
         self._hosts_cache: tuple[float, list[dict[str, Any]]] | None = None
 
     async def handle(self, conn: Connection, msg: protocol.ClientMessage) -> None:
@@ -100,19 +81,16 @@ class Handlers:
             await self.watch(conn, msg)
         elif isinstance(msg, protocol.UnwatchSession):
             self.hub.unwatch(conn, msg.sessionId)
-            if self.approvals is not None:
-                await self.approvals.sync(msg.sessionId)
+            await self.approvals.sync(msg.sessionId)
             conn.send(self._ack(msg.sessionId, False, msg.requestId, msg.traceId))
         else:
             if conn.access is not Access.FULL:
                 self.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
                 raise ProtocolError(ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId)
-            if self.approvals is not None and isinstance(
-                msg, protocol.AcceptDiff | protocol.RejectDiff
-            ):
+            if isinstance(msg, protocol.AcceptDiff | protocol.RejectDiff):
                 await self.approvals.decide(conn, msg)
                 return
-            await self.commands.handle(conn, msg, self.hub.position)
+            await self.commands.handle(conn, msg)
 
     # --- hello and resume ---------------------------------------------------------------
 
@@ -272,8 +250,7 @@ class Handlers:
         was_watched = sid in conn.watched
         conn.watch_buffers[sid] = []
         self.hub.watch(conn, sid)
-        if self.approvals is not None:  # counted before the ack: a request may follow at once
-            await self.approvals.sync(sid)
+        await self.approvals.sync(sid)  # counted before the ack: a request may follow at once
         history_loaded = True
         try:
             head = await self._read_session(msg)
@@ -383,9 +360,9 @@ class Handlers:
     async def _load_history(self, sid: str, row: dict[bytes, bytes]) -> bool:
         """Have the session's machine publish the history it only listed; False if it did not."""
         host = row.get(b"host", b"").decode("utf-8", "replace")
-        if self.history_loader is None or not host:
+        if not host:
             return False
-        return await self.history_loader.load_history(sid, host)
+        return await self.commands.load_history(sid, host)
 
     def _cancel_watch(self, conn: Connection, sid: str, was_watched: bool) -> None:
         conn.watch_buffers.pop(sid, None)

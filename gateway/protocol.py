@@ -39,7 +39,6 @@ class ErrorCode(StrEnum):
 
 
 class CloseCode(IntEnum):
-    GOING_AWAY = 1001
     MESSAGE_TOO_BIG = 1009
     INTERNAL_ERROR = 1011
     SERVICE_RESTART = 1012
