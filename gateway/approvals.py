@@ -28,7 +28,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import protocol
+from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import Access
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
@@ -175,16 +175,9 @@ class GatewayApprovals:
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
         )
-        frame: dict[str, Any] = {
-            "type": "decision_ack",
-            "sessionId": sid,
-            "requestKey": key,
-            "decision": decision,
-            "seqId": self._hub.position,
-        }
-        if msg.traceId:
-            frame["traceId"] = msg.traceId
-        conn.send(protocol.with_request(frame, rid))
+        conn.send(
+            server_frames.decision_ack(sid, key, decision, self._hub.position, rid, msg.traceId)
+        )
 
     async def _target(
         self, sids: list[str], request_key: str | None, rid: str | None

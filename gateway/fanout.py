@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import protocol
+from relaybus.gateway import server_frames
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.events import Event, from_entry, seq_of
 from relaybus.gateway.metrics import GatewayMetrics
@@ -122,8 +122,8 @@ class Hub:
             written = conn.flush()
             if written is not None:
                 for out in written:
-                    size += out[3]
-                    kinds[out[1]] = kinds.get(out[1], 0) + 1
+                    size += out.size
+                    kinds[out.kind] = kinds.get(out.kind, 0) + 1
         if not kinds:
             return
         m = self.metrics
@@ -151,14 +151,14 @@ class Hub:
             elif conn.welcomed and to_seq > conn.global_mark:  # not what its replay read
                 self.metrics.gaps.labels(READER_GAP).inc()
                 start = max(from_seq, conn.global_mark + 1)
-                conn.send(protocol.gap_frame(start, to_seq, READER_GAP))
+                conn.send(server_frames.gap_frame(start, to_seq, READER_GAP))
 
     def epoch_changed(self, new_epoch: str, old_position: int) -> None:
         """Redis lost its data: seqs restart; clients must drop what they hold."""
         log.warning("epoch changed to %s (was at seq %d): resetting", new_epoch, old_position)
         self.epoch = new_epoch
         self.position = 0
-        frame = protocol.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
+        frame = server_frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
             conn.reset_epoch()
             if conn.welcomed:  # the others compare epochs when their hello arrives

@@ -15,7 +15,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import history, protocol
+from relaybus.gateway import history, protocol, server_frames
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import Access
 from relaybus.gateway.commands import GatewayCommands
@@ -24,9 +24,8 @@ from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import CloseCode, ErrorCode, ProtocolError
 from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
-from relaybus.gateway.sessions import list_hosts, list_sessions, turn_status_frame
-from relaybus.gateway.wsio import Outgoing
-from relaybus.shared import __version__
+from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.sessions import list_hosts, list_sessions
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.commands import reservation_key
 
@@ -70,13 +69,7 @@ class Handlers:
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.client, self.keys)
             hosts = await self._hosts()
-            frame = {
-                "type": "sessions",
-                "sessions": sessions,
-                "hosts": hosts,
-                "seqId": self.hub.position,
-            }
-            conn.send(protocol.with_request(frame, msg.requestId))
+            conn.send(server_frames.sessions(sessions, hosts, self.hub.position, msg.requestId))
         elif isinstance(msg, protocol.WatchSession):
             await self.watch(conn, msg)
         elif isinstance(msg, protocol.UnwatchSession):
@@ -108,15 +101,11 @@ class Handlers:
             conn.global_buffer = []
             conn.buffer_floor = self.hub.position
             self.hub.refresh(conn)
-        welcome = {
-            "type": "welcome",
-            "capabilities": caps,
-            "epoch": self.hub.epoch,
-            "gatewayId": self.gateway_id,
-            "serverVersion": __version__,
-            "seqId": self.hub.position,
-        }
-        conn.send(protocol.with_request(welcome, msg.requestId))
+        conn.send(
+            server_frames.welcome(
+                caps, self.hub.epoch, self.gateway_id, self.hub.position, msg.requestId
+            )
+        )
         conn.welcomed = True
         await self._resume_or_close(conn, msg.lastSeqId, msg.epoch, msg.requestId)
 
@@ -129,7 +118,7 @@ class Handlers:
             # The connection is buffering and cannot be completed: close it so the client
             # resumes (here or elsewhere) instead of silently receiving nothing.
             log.warning("connection %s: resume failed: %s", conn.cid, exc)
-            final = protocol.error_frame(
+            final = server_frames.error_frame(
                 ErrorCode.UNAVAILABLE, "resume failed, reconnect", request_id, self.hub.position
             )
             conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
@@ -142,7 +131,9 @@ class Handlers:
             return
         page = await history.read_log_page(self.client, self.keys, last, count=1)
         if (epoch is not None and epoch != page.epoch) or last > page.head:
-            items.append(conn.direct_out(protocol.gap_frame(1, last, "epoch", epoch=page.epoch)))
+            items.append(
+                conn.direct_out(server_frames.gap_frame(1, last, "epoch", epoch=page.epoch))
+            )
             self.metrics.gaps.labels("epoch").inc()
             last = 0
         floor = max(last, conn.global_mark)
@@ -206,7 +197,7 @@ class Handlers:
         while at < len(items):
             end, size = at, 0
             while end < len(items) and (size == 0 or size < limit):
-                size += items[end][3]
+                size += items[end].size
                 end += 1
             if not await conn.replay_room():
                 return False
@@ -268,7 +259,9 @@ class Handlers:
         items: list[Outgoing] = [conn.direct_out(ack_frame)]
         since, after = msg.sinceSeqId, head.after
         if since is not None and since > head.head:
-            items.append(conn.direct_out(protocol.gap_frame(1, since, "epoch", session_id=sid)))
+            items.append(
+                conn.direct_out(server_frames.gap_frame(1, since, "epoch", session_id=sid))
+            )
             self.metrics.gaps.labels("epoch").inc()
             since = after = 0
         gap = _session_leading_gap(since, head)
@@ -282,7 +275,7 @@ class Handlers:
             self._cancel_watch(conn, sid, was_watched)
             if not items or items[0] is not ack:  # pages were sent: the client starts over
                 log.warning("connection %s: replay of %s failed: %s", conn.cid, sid, exc)
-                final = protocol.error_frame(
+                final = server_frames.error_frame(
                     ErrorCode.UNAVAILABLE,
                     "replay failed, reconnect",
                     msg.requestId,
@@ -305,7 +298,7 @@ class Handlers:
         self._session_items(conn, sid, tail, items)
         conn.session_marks[sid] = tail.last_seq
         if conn.observe:
-            status = turn_status_frame(sid, head.row, self.hub.position)
+            status = server_frames.turn_status(sid, head.row, self.hub.position)
             if status is not None:
                 items.append(conn.direct_out(status))
         conn.send_burst(items)
@@ -372,15 +365,7 @@ class Handlers:
     def _ack(
         self, sid: str, watching: bool, request_id: str | None, trace_id: str | None
     ) -> dict[str, Any]:
-        frame: dict[str, Any] = {
-            "type": "watch_ack",
-            "sessionId": sid,
-            "watching": watching,
-            "seqId": self.hub.position,
-        }
-        if trace_id is not None:
-            frame["traceId"] = trace_id
-        return protocol.with_request(frame, request_id)
+        return server_frames.watch_ack(sid, watching, self.hub.position, request_id, trace_id)
 
 
 def _session_leading_gap(since: int | None, hist: history.SessionHead) -> Gap | None:

@@ -63,24 +63,6 @@ def session_info(sid: str, row: dict[bytes, bytes]) -> dict[str, Any]:
     return info
 
 
-def turn_status_frame(sid: str, row: dict[bytes, bytes], seq_id: int) -> dict[str, Any] | None:
-    """The session's current turn state as a ``turn_status`` frame, if the hash has one."""
-    state = row.get(b"state")
-    if not state:
-        return None
-    frame: dict[str, Any] = {
-        "type": "turn_status",
-        "sessionId": sid,
-        "state": state.decode(),
-        "since": _int(row.get(b"since")) or 0,
-    }
-    waiting = row.get(b"waitingFor")
-    if waiting:
-        frame["waitingFor"] = waiting.decode()
-    frame["seqId"] = seq_id
-    return frame
-
-
 async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]:
     """Every known session, most recently active first."""
     sids: Any = await client.zrevrange(keys.sessions, 0, LIST_LIMIT - 1)
