@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from typing import Any
 
 import orjson
@@ -30,23 +29,32 @@ from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import Access
+from relaybus.gateway.command_link import CommandLink
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ErrorCode, ProtocolError
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire import approvals as ap
-from relaybus.shared.wire import commands as c
-from relaybus.shared.wire.commands import Command
+from relaybus.shared.wire.approvals import (
+    ALLOW,
+    ALREADY_RESOLVED,
+    DECISION_GRACE_S,
+    DENY,
+    PERMISSION_DECISION,
+    WATCHERS_TTL_S,
+    decision_key,
+    decision_record,
+    parse_resolved,
+    pending_key,
+    resolved_key,
+    watcher_value,
+)
+from relaybus.shared.wire.commands import now_ms
 
 log = logging.getLogger(__name__)
 
 #: How often the watcher counts are compared with the connections (disconnects).
 CHECK_S = 1.0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GatewayApprovals:
@@ -57,16 +65,16 @@ class GatewayApprovals:
         keys: Keys,
         hub: Hub,
         gateway_id: str,
+        link: CommandLink,
         metrics: GatewayMetrics,
-        command_timeout_s: float,
-        watchers_ttl_s: int = ap.WATCHERS_TTL_S,
+        watchers_ttl_s: int = WATCHERS_TTL_S,
     ) -> None:
         self._client = client
         self._keys = keys
         self._hub = hub
         self._gateway_id = gateway_id
         self._metrics = metrics
-        self._command_timeout_s = command_timeout_s
+        self._link = link
         self._watchers_ttl_s = watchers_ttl_s
         #: Counts as last written to Redis, and when each field was last stamped.
         self._written: dict[str, int] = {}
@@ -87,12 +95,12 @@ class GatewayApprovals:
             log.warning("watcher count of %s not written: %s", sid, exc)
 
     async def _write(self, counts: dict[str, int]) -> None:
-        expires = _now_ms() + self._watchers_ttl_s * 1000
+        expires = now_ms() + self._watchers_ttl_s * 1000
         pipe = self._client.pipeline(transaction=False)
         for sid, n in counts.items():
             key = self._keys.session_watchers(sid)
             if n > 0:
-                pipe.hset(key, self._gateway_id, ap.watcher_value(n, expires))
+                pipe.hset(key, self._gateway_id, watcher_value(n, expires))
                 pipe.expire(key, self._watchers_ttl_s)
             else:
                 pipe.hdel(key, self._gateway_id)
@@ -138,7 +146,7 @@ class GatewayApprovals:
         self, conn: Connection, msg: protocol.AcceptDiff | protocol.RejectDiff
     ) -> None:
         rid = msg.requestId
-        decision = ap.ALLOW if isinstance(msg, protocol.AcceptDiff) else ap.DENY
+        decision = ALLOW if isinstance(msg, protocol.AcceptDiff) else DENY
         reason = msg.reason if isinstance(msg, protocol.RejectDiff) else None
         sids = [msg.sessionId] if msg.sessionId else sorted(conn.watched)
         if not sids:
@@ -147,30 +155,24 @@ class GatewayApprovals:
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
         claimed = await self._client.set(
-            ap.decision_key(self._keys, key),
-            ap.decision_record(decision, reason),
+            decision_key(self._keys, key),
+            decision_record(decision, reason),
             nx=True,
-            ex=ap.DECISION_GRACE_S,
+            ex=DECISION_GRACE_S,
         )
         if not claimed:
-            self._metrics.commands.labels(msg.type, ap.ALREADY_RESOLVED).inc()
+            self._metrics.commands.labels(msg.type, ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
             )
-        host = str(entry.get("host", ""))
-        cmd = Command(
-            id=str(uuid.uuid4()),
-            type=ap.PERMISSION_DECISION,
-            session_id=sid,
-            gateway_id=self._gateway_id,
-            deadline_ms=c.now_ms() + int(self._command_timeout_s * 1000),
+        cmd = self._link.command(
+            PERMISSION_DECISION,
+            sid,
             payload={"requestKey": key, "decision": decision, "message": reason},
             request_id=rid,
             trace_id=msg.traceId,
         )
-        stream = self._keys.cmd(host)
-        await c.ensure_group(self._client, stream)
-        await self._client.xadd(stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+        await self._link.send(str(entry.get("host", "")), cmd)
         self._metrics.commands.labels(msg.type, "ok").inc()
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
@@ -185,8 +187,8 @@ class GatewayApprovals:
         """The one pending request meant: (session, requestKey, its index entry)."""
         pipe = self._client.pipeline(transaction=False)
         for sid in sids:
-            pipe.hgetall(ap.pending_key(self._keys, sid))
-        now = _now_ms()
+            pipe.hgetall(pending_key(self._keys, sid))
+        now = now_ms()
         found: list[tuple[str, str, dict[str, Any]]] = []
         expired: str | None = None  # timed out, its collector has not dropped it yet
         for sid, rows in zip(sids, await pipe.execute(), strict=True):
@@ -215,7 +217,7 @@ class GatewayApprovals:
         if expired is not None:
             raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {expired} timed out", rid)
         if request_key is not None and await self._client.exists(
-            ap.decision_key(self._keys, request_key)
+            decision_key(self._keys, request_key)
         ):
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid
@@ -235,9 +237,9 @@ class GatewayApprovals:
         timeout (the session's ``approval_resolved`` key), else ``None``."""
         pipe = self._client.pipeline(transaction=False)
         for sid in sids:
-            pipe.get(ap.resolved_key(self._keys, sid))
+            pipe.get(resolved_key(self._keys, sid))
         for raw in await pipe.execute():
-            found = ap.parse_resolved(raw)
+            found = parse_resolved(raw)
             if found is not None:
                 return found
         return None

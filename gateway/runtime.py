@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import TokenTable
+from relaybus.gateway.command_link import CommandLink
 from relaybus.gateway.commands import GatewayCommands
 from relaybus.gateway.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.fanout import Hub, LogReader
@@ -60,23 +61,29 @@ class Runtime:
         self.reader = LogReader(
             self._reader_client, self.keys, self.hub, self.metrics, block_ms=reader_block_ms
         )
-        self.gateway_commands = GatewayCommands(
+        self.link = CommandLink(
             client=self.client,
             reader_client=self._reader_client,
             keys=self.keys,
-            settings=settings,
             gateway_id=self.gateway_id,
+            timeout_s=settings.command_timeout_seconds,
+            round_trip_seconds=self.metrics.command_round_trip,
+            block_ms=reader_block_ms,
+        )
+        self.gateway_commands = GatewayCommands(
+            client=self.client,
+            keys=self.keys,
+            link=self.link,
             metrics=self.metrics,
             position=lambda: self.hub.position,
-            block_ms=reader_block_ms,
         )
         self.approvals = GatewayApprovals(
             client=self.client,
             keys=self.keys,
             hub=self.hub,
             gateway_id=self.gateway_id,
+            link=self.link,
             metrics=self.metrics,
-            command_timeout_s=settings.command_timeout_seconds,
             watchers_ttl_s=settings.watchers_ttl_s,
         )
         self.handlers = Handlers(
@@ -112,7 +119,7 @@ class Runtime:
     async def __aenter__(self) -> Runtime:
         jobs: dict[str, Callable[[], Awaitable[None]]] = {
             "log-reader": self.reader.run,
-            "command-replies": self.gateway_commands.replies.run,
+            "command-replies": self.link.replies.run,
             "watcher-counts": self.approvals.run,
         }
         self._tasks = [
@@ -136,6 +143,7 @@ class Runtime:
         for task in self._tasks:
             await cancel_and_wait(task)
         await self.gateway_commands.aclose()
+        self.link.replies.close()
         await self.approvals.aclose()
         await self.client.aclose()
         await self._reader_client.aclose()
@@ -148,7 +156,7 @@ class Runtime:
         """Redis answers, the reply reader runs, and the log reader runs and looped recently."""
         if not self._tasks or any(task.done() for task in self._tasks):
             return False
-        if not self.gateway_commands.replies.healthy():
+        if not self.link.replies.healthy():
             return False
         if not self.reader.healthy(slack_s=self.settings.redis_socket_timeout_s + 1):
             return False
