@@ -13,6 +13,10 @@ Replays and resumes share the same byte budget: their producers queue one page a
 time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
 budget. Every socket write has a deadline; a client that takes no data for that long is
 dropped (4008, counted), so nothing waits for it and nothing piles up behind it.
+
+Over 300 lines on purpose: live delivery and the send queue share one byte budget and
+one close state (``flush`` writes now or queues by the queue's state; ``abort`` empties it
+and hands the sender its final frame), so one class keeps that invariant in one place.
 """
 
 from __future__ import annotations
@@ -246,6 +250,22 @@ class Connection:
             self._room.clear()
             await self._room.wait()
         return self.close_code is None
+
+    async def send_replay(self, items: list[Outgoing]) -> bool:
+        """Queue a replay page in slices of a quarter of the byte budget, each once the
+        queue is down to half of it; ``False`` when the connection closed meanwhile."""
+        limit = max(self.budget_bytes // 4, 1)
+        at = 0
+        while at < len(items):
+            end, size = at, 0
+            while end < len(items) and (size == 0 or size < limit):
+                size += items[end].size
+                end += 1
+            if not await self.replay_room():
+                return False
+            self.send_burst(items[at:end])
+            at = end
+        return not self.closing()
 
     # --- closing -----------------------------------------------------------------------
 

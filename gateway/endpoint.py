@@ -222,7 +222,7 @@ class Endpoint:
 
     async def _resolve_v1(self, conn: Connection, url_error: str | None) -> None:
         try:
-            await self.handlers.resolve_v1(conn)
+            await self.handlers.resume.resolve_v1(conn)
         except RedisError as exc:  # the resume closes the connection itself; belt and braces
             log.warning("connection %s: v1 resume failed: %s", conn.cid, exc)
         if url_error is not None:

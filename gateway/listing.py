@@ -1,4 +1,5 @@
-"""Session metadata from Redis: the ``sessions`` zset plus one hash per session (pipelined)."""
+"""What ``list_sessions`` answers: SessionInfo from the ``sessions`` zset plus one hash per
+session (pipelined), and the machines whose collector beats now."""
 
 from __future__ import annotations
 
