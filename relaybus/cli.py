@@ -8,9 +8,8 @@ command line wins over the environment and ``.env``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaybus import hookcli
@@ -71,25 +70,52 @@ GATEWAY_FIELDS = [
     "command_timeout_seconds",
 ]
 
+
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
-COMMANDS: dict[str, tuple[str, list[str], str]] = {
+def _run_collector(settings: Settings) -> int:
+    from relaybus.collector.main import run
+
+    return run(settings)
+
+
+def _run_gateway(settings: Settings) -> int:
+    from relaybus.gateway.main import run
+
+    return run(settings)
+
+
+def _run_up(settings: Settings) -> int:
+    from relaybus.up import run
+
+    return run(settings)
+
+
+def _run_doctor(settings: Settings) -> int:
+    from relaybus.doctor import run
+
+    return run(settings)
+
+
+# name → (run, its settings, summary). Each run imports its module when called: a command
+# loads only its own side (and the hook subcommands none of them).
+COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
     "collector": (
-        "relaybus.collector.main",
+        _run_collector,
         SHARED_FIELDS + COLLECTOR_FIELDS,
         "tail this machine's Claude Code transcripts into the Redis log",
     ),
     "gateway": (
-        "relaybus.gateway.main",
+        _run_gateway,
         SHARED_FIELDS + GATEWAY_FIELDS,
         "serve the WebSocket protocol, the web client and /metrics",
     ),
     "up": (
-        "relaybus.up",
+        _run_up,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
     "doctor": (
-        "relaybus.doctor",
+        _run_doctor,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
     ),
@@ -145,7 +171,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def run_command(command: str, argv: Sequence[str]) -> int:
     """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
     parser = build_parser(only=command)
-    parser.prog = f"python -m {command}"
+    parser.prog = f"python -m relaybus.{command}"
     return _dispatch(parser, [command, *argv])
 
 
@@ -170,9 +196,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    module = importlib.import_module(COMMANDS[args.command][0])
-    result: int = module.run(settings)
-    return result
+    return COMMANDS[args.command][0](settings)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,33 @@
 // Service worker: caches the app shell only (never messages, never /ws or API responses).
 // Network first, so a new deploy takes effect at once; the cache is the offline fallback.
 
-const CACHE = "relaybus-shell-v3";
+const CACHE = "relaybus-shell-v4";
 const SHELL = [
   "./",
   "index.html",
   "styles.css",
   "app.js",
   "actions.js",
+  "blockViews.js",
   "chatView.js",
+  "commandPreview.js",
   "connection.js",
+  "controller.js",
+  "diff.js",
   "dom.js",
+  "errorWords.js",
+  "ids.js",
   "indicator.js",
   "legacy.js",
   "listView.js",
   "markdown.js",
   "newConversation.js",
+  "permissionCard.js",
   "render.js",
   "sessionState.js",
   "store.js",
-  "toolDisplay.js",
+  "text.js",
+  "toolLabel.js",
   "manifest.webmanifest",
   "icon.svg",
   "icon-192.png",
