@@ -151,31 +151,11 @@ class GatewayApprovals:
                 ErrorCode.INVALID_FIELD, f"{msg.type} needs a sessionId (or a watched session)", rid
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
-        claimed = await self._client.set(
-            ap.decision_key(self._keys, key),
-            ap.decision_record(decision, reason),
-            nx=True,
-            ex=ap.DECISION_GRACE_S,
-        )
-        if not claimed:
+        if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId):
             self._metrics.commands.labels(msg.type, ap.ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
             )
-        host = str(entry.get("host", ""))
-        cmd = Command(
-            id=str(uuid.uuid4()),
-            type=ap.PERMISSION_DECISION,
-            session_id=sid,
-            gateway_id=self._gateway_id,
-            deadline_ms=c.now_ms() + int(self._command_timeout_s * 1000),
-            payload={"requestKey": key, "decision": decision, "message": reason},
-            request_id=rid,
-            trace_id=msg.traceId,
-        )
-        stream = self._keys.cmd(host)
-        await c.ensure_group(self._client, stream)
-        await self._client.xadd(stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
         self._metrics.commands.labels(msg.type, "ok").inc()
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
@@ -190,6 +170,53 @@ class GatewayApprovals:
         if msg.traceId:
             frame["traceId"] = msg.traceId
         conn.send(protocol.with_request(frame, rid))
+
+    async def decide_request(self, sid: str, key: str, decision: str) -> str:
+        """A decision from outside a connection (a notification's Approve/Deny): ``ok``, or
+        the error code (``already_resolved``, ``no_pending_request``)."""
+        try:
+            _sid, _key, entry = await self._target([sid], key, None)
+        except ProtocolError as exc:
+            return str(exc.code.value)
+        if not await self._deliver(sid, key, entry, decision, None, None, None):
+            return ap.ALREADY_RESOLVED
+        log.info("push: %s of %s in session %s", decision, key, sid)
+        return "ok"
+
+    async def _deliver(
+        self,
+        sid: str,
+        key: str,
+        entry: dict[str, Any],
+        decision: str,
+        reason: str | None,
+        rid: str | None,
+        trace_id: str | None,
+    ) -> bool:
+        """Claim the decision (first writer wins) and send it to the holding collector."""
+        claimed = await self._client.set(
+            ap.decision_key(self._keys, key),
+            ap.decision_record(decision, reason),
+            nx=True,
+            ex=ap.DECISION_GRACE_S,
+        )
+        if not claimed:
+            return False
+        host = str(entry.get("host", ""))
+        cmd = Command(
+            id=str(uuid.uuid4()),
+            type=ap.PERMISSION_DECISION,
+            session_id=sid,
+            gateway_id=self._gateway_id,
+            deadline_ms=c.now_ms() + int(self._command_timeout_s * 1000),
+            payload={"requestKey": key, "decision": decision, "message": reason},
+            request_id=rid,
+            trace_id=trace_id,
+        )
+        stream = self._keys.cmd(host)
+        await c.ensure_group(self._client, stream)
+        await self._client.xadd(stream, cmd.fields(), maxlen=c.CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+        return True
 
     async def _target(
         self, sids: list[str], request_key: str | None, rid: str | None

@@ -19,6 +19,7 @@ from relaybus.gateway.fanout import Hub, LogReader
 from relaybus.gateway.handlers import CommandRouter, Handlers
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import CloseCode
+from relaybus.gateway.push.service import PushService
 from relaybus.gateway.tasks import cancel_and_wait
 from relaybus.gateway.web_security import OriginPolicy
 from relaybus.shared.settings import Settings
@@ -102,6 +103,16 @@ class Runtime:
                 origins=OriginPolicy.parse(settings.allowed_origins),
             ),
         )
+        self.push = PushService(
+            settings,
+            registry,
+            client=self.client,
+            keys=self.keys,
+            gateway_id=self.gateway_id,
+            tokens=self.tokens,
+            approvals=self.approvals,
+            block_ms=reader_block_ms,
+        )
         self._reader_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Runtime:
@@ -109,6 +120,7 @@ class Runtime:
         self.approvals.start()
         self._reader_task = asyncio.create_task(self.reader.run(), name="log-reader")
         self._reader_task.add_done_callback(self._reader_done)
+        await self.push.__aenter__()
         log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
         return self
 
@@ -122,6 +134,7 @@ class Runtime:
         self.reader.stop()
         if self._reader_task is not None:
             await cancel_and_wait(self._reader_task)
+        await self.push.__aexit__(None, None, None)
         await self.gateway_commands.aclose()
         await self.approvals.aclose()
         await self.client.aclose()

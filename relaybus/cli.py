@@ -69,6 +69,14 @@ GATEWAY_FIELDS = [
     "gateway_id",
     "watchers_ttl_s",
     "command_timeout_seconds",
+    "push_enabled",
+    "push_public_url",
+    "push_subject",
+    "push_done_after_seconds",
+    "push_claim_idle_s",
+    "push_max_age_s",
+    "push_ttl_s",
+    "notify_urls",
 ]
 
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
@@ -87,6 +95,11 @@ COMMANDS: dict[str, tuple[str, list[str], str]] = {
         "relaybus.up",
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
+    ),
+    "push": (
+        "relaybus.gateway.push.keys_cli",
+        SHARED_FIELDS,
+        "push keys [--rotate]: print the fleet's Web Push (VAPID) public key; --rotate makes a new pair",
     ),
     "doctor": (
         "relaybus.doctor",
@@ -126,6 +139,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             continue
         p = sub.add_parser(name, help=summary, description=summary)
+        if name == "push":
+            p.add_argument("action", choices=["keys"], help="what to manage")
+            p.add_argument(
+                "--rotate",
+                action="store_true",
+                help="replace the key pair (every device must subscribe again)",
+            )
         _add_setting_options(p, fields)
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in hookcli.SUBCOMMANDS.items():
@@ -171,6 +191,9 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         return 2
     configure_logging(settings.log_level)
     module = importlib.import_module(COMMANDS[args.command][0])
+    if args.command == "push":
+        pushed: int = module.run(settings, rotate=args.rotate)
+        return pushed
     result: int = module.run(settings)
     return result
 
