@@ -1,7 +1,9 @@
 // Service worker: caches the app shell only (never messages, never /ws or API responses).
 // Network first, so a new deploy takes effect at once; the cache is the offline fallback.
 
-const CACHE = "relaybus-shell-v3";
+importScripts("push-sw.js");
+
+const CACHE = "relaybus-shell-v4";
 const SHELL = [
   "./",
   "index.html",
@@ -16,6 +18,8 @@ const SHELL = [
   "listView.js",
   "markdown.js",
   "newConversation.js",
+  "push-sw.js",
+  "pushSettings.js",
   "render.js",
   "sessionState.js",
   "store.js",
