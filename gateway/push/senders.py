@@ -95,6 +95,10 @@ class AppriseSender:
         for url in urls:
             a = apprise.Apprise()
             if a.add(url):
+                for plugin in a:
+                    # Apprise spaces requests to a service (ntfy: 5.5 s) to be polite to shared
+                    # servers; relaybus sends a few per minute and a person waits on each.
+                    plugin.request_rate_per_sec = 0
                 self.targets["apprise:" + hashlib.sha256(url.encode()).hexdigest()[:12]] = a
             else:  # never echo the URL: it holds the service's credentials
                 log.error(

@@ -151,9 +151,24 @@ class PushWorker:
                 return
 
     async def _handle_all(self, entries: list[tuple[Any, Any]]) -> None:
+        """Sessions concurrently (a slow channel holds up no other session), each session's
+        entries in log order; each entry acknowledged once handled."""
+        by_session: dict[bytes, list[tuple[Any, Any]]] = {}
         for eid, fields in entries:
-            await self.handle(_text(eid), fields)
-            await self._client.xack(self._keys.log, GROUP, eid)
+            by_session.setdefault(fields.get(b"s", b""), []).append((eid, fields))
+
+        async def one_session(run: list[tuple[Any, Any]]) -> None:
+            for eid, fields in run:
+                try:
+                    await self.handle(_text(eid), fields)
+                except (RedisError, OSError):
+                    raise  # left pending: retried by a takeover
+                except Exception:  # a malformed entry must not stop every later push
+                    log.exception("push: entry %s could not be handled; skipped", _text(eid))
+                    self._metrics.dropped.labels("all", "malformed").inc()
+                await self._client.xack(self._keys.log, GROUP, eid)
+
+        await asyncio.gather(*(one_session(run) for run in by_session.values()))
 
     # --- one entry ----------------------------------------------------------------------
 

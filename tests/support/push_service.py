@@ -69,8 +69,7 @@ class PushServiceStandIn:
         #: The VAPID public key (b64url point) the gateway publishes; set by the test.
         self.vapid_public: str | None = None
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.origin = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -169,3 +168,10 @@ class PushServiceStandIn:
                 self.end_headers()
 
         return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A sender killed mid-request (the tests do that) is not an error here."""
