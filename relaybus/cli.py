@@ -8,9 +8,8 @@ command line wins over the environment and ``.env``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaybus import hookcli
@@ -79,30 +78,63 @@ GATEWAY_FIELDS = [
     "notify_urls",
 ]
 
+
 #: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
-COMMANDS: dict[str, tuple[str, list[str], str]] = {
+def _run_collector(settings: Settings) -> int:
+    from relaybus.collector.main import run
+
+    return run(settings)
+
+
+def _run_gateway(settings: Settings) -> int:
+    from relaybus.gateway.main import run
+
+    return run(settings)
+
+
+def _run_up(settings: Settings) -> int:
+    from relaybus.up import run
+
+    return run(settings)
+
+
+def _run_doctor(settings: Settings) -> int:
+    from relaybus.doctor import run
+
+    return run(settings)
+
+
+def _run_push(settings: Settings, *, rotate: bool = False) -> int:
+    from relaybus.gateway.push.keys_cli import run
+
+    return run(settings, rotate=rotate)
+
+
+# name → (run, its settings, summary). Each run imports its module when called: a command
+# loads only its own side (and the hook subcommands none of them).
+COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
     "collector": (
-        "relaybus.collector.main",
+        _run_collector,
         SHARED_FIELDS + COLLECTOR_FIELDS,
         "tail this machine's Claude Code transcripts into the Redis log",
     ),
     "gateway": (
-        "relaybus.gateway.main",
+        _run_gateway,
         SHARED_FIELDS + GATEWAY_FIELDS,
         "serve the WebSocket protocol, the web client and /metrics",
     ),
     "up": (
-        "relaybus.up",
+        _run_up,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
     "push": (
-        "relaybus.gateway.push.keys_cli",
+        _run_push,
         SHARED_FIELDS,
         "push keys [--rotate]: print the fleet's Web Push (VAPID) public key; --rotate makes a new pair",
     ),
     "doctor": (
-        "relaybus.doctor",
+        _run_doctor,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
     ),
@@ -144,7 +176,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             p.add_argument(
                 "--rotate",
                 action="store_true",
-                help="replace the key pair (every device must subscribe again)",
+                help="replace the key pair (every device must turn push on again)",
             )
         _add_setting_options(p, fields)
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
@@ -165,7 +197,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def run_command(command: str, argv: Sequence[str]) -> int:
     """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
     parser = build_parser(only=command)
-    parser.prog = f"python -m {command}"
+    parser.prog = f"python -m relaybus.{command}"
     return _dispatch(parser, [command, *argv])
 
 
@@ -190,12 +222,9 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    module = importlib.import_module(COMMANDS[args.command][0])
     if args.command == "push":
-        pushed: int = module.run(settings, rotate=args.rotate)
-        return pushed
-    result: int = module.run(settings)
-    return result
+        return _run_push(settings, rotate=args.rotate)
+    return COMMANDS[args.command][0](settings)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ down before a new one starts. That server is only ever reached where nobody else
 through its Unix socket in the 0700 data directory, or by signalling the pid recorded in
 ``server.pid`` once ``/proc`` shows that process runs in our data directory. The password
 is never sent to the TCP port of an earlier run: whoever holds that port now may not be us.
+
+(Over 300 lines on purpose: one class with one job, the server's whole life; half of it is
+the careful stop of a stale server, which reads best next to the start it protects.)
 """
 
 from __future__ import annotations

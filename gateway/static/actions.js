@@ -1,8 +1,8 @@
-// What a person does to a session: prompt, Stop, Approve/Reject; and the server's answers
-// (prompt_sent, interrupt_ack, permission_request/resolved, request-bound errors).
+// What a person does to a session (prompt, Stop, Approve/Reject, new conversation) and the
+// server's answers to it, with the requests still awaiting one. No DOM: it tells the view.
 
-import { newId } from "./connection.js";
-import { errorText } from "./toolDisplay.js";
+import { errorText } from "./errorWords.js";
+import { newId } from "./ids.js";
 
 const DECISION_WORDS = {
   approve: "Approved",
@@ -19,9 +19,15 @@ const DECISION_WORDS = {
 };
 
 export class Actions {
-  /** @param {{store, conn, chatView, toast: (t: string) => void, drawTurn: () => void}} deps */
-  constructor(deps) {
-    Object.assign(this, deps);
+  /**
+   * @param {{store: import("./store.js").Store, conn: {send: (f: object) => boolean},
+   *          view: import("./controller.js").View, now: () => number}} deps
+   */
+  constructor({ store, conn, view, now }) {
+    this.store = store;
+    this.conn = conn;
+    this.view = view;
+    this.now = now;
     this.requests = new Map(); // requestId -> {kind, ...}
   }
 
@@ -41,7 +47,7 @@ export class Actions {
     const requestId = newId(frame.type.slice(0, 3));
     const ok = this.conn.send({ ...frame, requestId, traceId: newId("t") });
     if (ok) this.track(requestId, meta);
-    else this.toast("You're offline; try again when the connection is back.");
+    else this.view.toast("You're offline; try again when the connection is back.");
     return ok;
   }
 
@@ -51,19 +57,26 @@ export class Actions {
     const chat = this.store.chat;
     if (!chat) return;
     const requestId = newId("p");
-    const p = chat.addPending(requestId, text, Date.now());
+    const p = chat.addPending(requestId, text, this.now());
     const frame = { type: "prompt", requestId, traceId: newId("t"), sessionId: chat.sessionId, message: text };
     if (this.conn.send(frame)) this.track(requestId, { kind: "prompt", pending: p });
     else Object.assign(p, { status: "failed", error: "You're offline." });
-    this.chatView.input.value = "";
-    this.chatView.drawPending(chat.pending);
+    this.view.pending(chat.pending);
+  }
+
+  /** Forget a failed echo the person dismissed. */
+  dismiss(p) {
+    const chat = this.store.chat;
+    if (!chat) return;
+    chat.pending = chat.pending.filter((x) => x !== p);
+    this.view.pending(chat.pending);
   }
 
   onPromptSent(msg) {
     const req = this.take(msg.requestId);
     if (req?.kind !== "prompt" || req.pending.status !== "sending") return;
     req.pending.status = "sent";
-    if (this.store.chat) this.chatView.drawPending(this.store.chat.pending);
+    if (this.store.chat) this.view.pending(this.store.chat.pending);
   }
 
   // ---- Stop -----------------------------------------------------------------------------
@@ -77,14 +90,44 @@ export class Actions {
   onInterruptAck(msg) {
     const req = this.take(msg.requestId);
     if (msg.ok) {
-      this.toast("Stop requested.");
+      this.view.toast("Stop requested.");
       return;
     }
     if (msg.errorCode === "interrupt_unavailable") {
       this.store.interruptUnavailable.add(req?.sid ?? msg.sessionId ?? this.store.chat?.sessionId);
-      this.drawTurn();
+      this.view.turn();
     }
-    this.toast(errorText(msg.errorCode, msg.message));
+    this.view.toast(errorText(msg.errorCode, msg.message));
+  }
+
+  // ---- new conversation -------------------------------------------------------------------
+
+  /** Ask `host` to start a conversation in `cwd`; `text` is sent once it is watched. */
+  startConversation({ host, cwd, text }) {
+    const frame = { type: "new_conversation", host };
+    if (cwd) frame.cwd = cwd;
+    return this.request(frame, { kind: "newconv", text });
+  }
+
+  /** The answer to new_conversation: the new session is listed and its first prompt kept. */
+  onNewConversation(msg) {
+    const req = this.take(msg.requestId);
+    if (!msg.ok || typeof msg.sessionId !== "string") {
+      this.view.started({ error: errorText(msg.errorCode, msg.message) });
+      return;
+    }
+    const now = this.now();
+    this.store.upsert(msg.sessionId, {
+      id: msg.sessionId,
+      host: msg.host,
+      cwd: msg.cwd,
+      firstPrompt: req?.text,
+      startedAt: now,
+      lastActivity: now,
+      live: true,
+    });
+    if (req?.text) this.store.firstPrompt = { sid: msg.sessionId, text: req.text };
+    this.view.started({ sessionId: msg.sessionId });
   }
 
   // ---- approvals ------------------------------------------------------------------------
@@ -93,7 +136,7 @@ export class Actions {
     const chat = this.store.chat;
     if (!chat || msg.sessionId !== chat.sessionId || !msg.requestKey) return;
     if (chat.permissions.has(msg.requestKey)) return;
-    const expired = Number(msg.expiresAt) > 0 && msg.expiresAt < Date.now();
+    const expired = Number(msg.expiresAt) > 0 && msg.expiresAt < this.now();
     const item = {
       kind: "permission",
       seqId: msg.seqId,
@@ -109,8 +152,8 @@ export class Actions {
     const res = chat.add(item);
     if (!res.added) return;
     chat.permissions.set(msg.requestKey, item);
-    if (res.inOrder) this.chatView.append(item, res.trimmedBelow);
-    else this.chatView.renderAll(chat.items);
+    if (res.inOrder) this.view.append(item, res.trimmedBelow);
+    else this.view.renderAll(chat.items);
   }
 
   onResolved(msg) {
@@ -118,7 +161,7 @@ export class Actions {
     if (!item) return;
     item.status = "resolved";
     item.statusText = DECISION_WORDS[msg.decision] ?? `Resolved: ${msg.decision ?? "unknown"}`;
-    this.chatView.updatePermission(item);
+    this.view.permission(item);
   }
 
   decide(item, decision) {
@@ -126,11 +169,11 @@ export class Actions {
     if (!chat) return;
     const type = decision === "approve" ? "accept_diff" : "reject_diff";
     item.status = "sending";
-    this.chatView.updatePermission(item);
+    this.view.permission(item);
     const frame = { type, sessionId: chat.sessionId, requestKey: item.requestKey };
     if (!this.request(frame, { kind: "decision", item })) {
       item.status = "pending";
-      this.chatView.updatePermission(item);
+      this.view.permission(item);
     }
   }
 
@@ -141,7 +184,7 @@ export class Actions {
     for (const item of chat.permissions.values()) {
       if (item.status === "pending" && Number(item.expiresAt) > 0 && item.expiresAt < now) {
         Object.assign(item, { status: "expired", statusText: "Expired" });
-        this.chatView.updatePermission(item);
+        this.view.permission(item);
       }
     }
   }
@@ -154,13 +197,13 @@ export class Actions {
     const words = errorText(msg.code, msg.message);
     if (req?.kind === "prompt") {
       Object.assign(req.pending, { status: "failed", error: words });
-      if (this.store.chat) this.chatView.drawPending(this.store.chat.pending);
+      if (this.store.chat) this.view.pending(this.store.chat.pending);
       return;
     }
     if (req?.kind === "decision") {
       req.item.status = "pending";
-      this.chatView.updatePermission(req.item);
+      this.view.permission(req.item);
     }
-    this.toast(words);
+    this.view.toast(words);
   }
 }

@@ -4,8 +4,7 @@
 import { h } from "./dom.js";
 import { Indicator } from "./indicator.js";
 import { ChatRenderer } from "./render.js";
-import { promptsOffText } from "./sessionState.js";
-import { sessionTitle } from "./toolDisplay.js";
+import { promptsOffText, sessionTitle } from "./sessionState.js";
 
 const STICK_PX = 80;
 

@@ -1,16 +1,8 @@
 // The WebSocket: connect, hello, reconnect with jittered backoff. It knows nothing about
-// sessions; app.js builds the hello (lastSeqId/epoch) and handles every message.
+// sessions; controller.js builds the hello (lastSeqId/epoch) and handles every message.
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 15000];
 export const CLOSE_UNAUTHORIZED = 4401;
-
-let counter = 0;
-
-/** Short unique ids for requestId / traceId. */
-export function newId(prefix) {
-  counter += 1;
-  return `${prefix}-${Date.now().toString(36)}-${counter.toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-}
 
 export class Connection {
   /**

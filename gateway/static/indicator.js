@@ -5,7 +5,7 @@
 
 import { h } from "./dom.js";
 import { formatQuiet, STALE_MS } from "./sessionState.js";
-import { formatElapsed } from "./toolDisplay.js";
+import { formatElapsed } from "./text.js";
 
 export const VERBS = [
   "Working",

@@ -3,8 +3,8 @@
 // is loaded only when opened) come below the recent ones.
 
 import { h } from "./dom.js";
-import { promptLine, sessionState, splitSessions } from "./sessionState.js";
-import { formatAgo, sessionTitle } from "./toolDisplay.js";
+import { promptLine, sessionState, sessionTitle, splitSessions } from "./sessionState.js";
+import { formatAgo } from "./text.js";
 
 const CWD_CHARS = 40;
 

@@ -1,17 +1,13 @@
 // Chat rendering: typed blocks -> DOM. Renders `blocks`; never reads `event.data` except
 // through legacy.js when blocks are absent (the documented rollout fallback).
 
+import { cutNote, markdownNodes, neutral, resultView } from "./blockViews.js";
 import { h, prettyJson } from "./dom.js";
 import { legacyBlocks } from "./legacy.js";
-import { looksLikeMarkdown, parseMarkdown } from "./markdown.js";
-import {
-  commandPreview,
-  diffRows,
-  formatBytes,
-  formatEditDelta,
-  isAgentTool,
-  toolLabel,
-} from "./toolDisplay.js";
+import { looksLikeMarkdown } from "./markdown.js";
+import { fillPermission } from "./permissionCard.js";
+import { formatBytes } from "./text.js";
+import { isAgentTool, toolLabel } from "./toolLabel.js";
 
 const USER_TYPES = new Set(["user", "text", "message"]);
 const KNOWN_TYPES = new Set([...USER_TYPES, "assistant", "tool_use", "tool_result", "thinking"]);
@@ -23,90 +19,9 @@ function alignOf(type) {
   return "other";
 }
 
-function cutNote(block) {
-  if (block.truncated !== true) return null;
-  const n = Number.isFinite(block.originalChars) ? ` of ${block.originalChars} characters` : "";
-  return h("div", { class: "cut" }, `Shortened by the server (showing part${n}).`);
-}
-
-/** A coloured diff of edit hunks plus "Added N lines, removed M lines". */
-export function diffView(edit) {
-  const rows = diffRows(edit).map((r) =>
-    h(
-      "div",
-      { class: `drow ${r.kind}` },
-      h("span", { class: "ln" }, r.oldNo ?? ""),
-      h("span", { class: "ln" }, r.newNo ?? ""),
-      h("span", { class: "sign" }, { add: "+", del: "-", ctx: " ", hunk: "" }[r.kind]),
-      h("span", { class: "code" }, r.text),
-    ),
-  );
-  return h(
-    "div",
-    { class: "edit" },
-    h("div", { class: "delta" }, formatEditDelta(edit)),
-    rows.length ? h("div", { class: "diff" }, rows) : null,
-    edit.truncated === true ? h("div", { class: "cut" }, "Diff shortened by the server.") : null,
-  );
-}
-
-function resultView(block) {
-  const err = block.isError === true;
-  const parts = [];
-  if (block.edit && typeof block.edit === "object") parts.push(diffView(block.edit));
-  const text = typeof block.text === "string" ? block.text : "";
-  if (err) {
-    parts.push(h("div", { class: "err-label" }, "Error"), h("pre", { class: "out" }, text));
-  } else if (text) {
-    const n = Number.isFinite(block.numLines) ? block.numLines : text.split("\n").length;
-    parts.push(
-      h(
-        "details",
-        { class: "output" },
-        h("summary", {}, `Output · ${n} ${n === 1 ? "line" : "lines"}`),
-        h("pre", { class: "out" }, text),
-      ),
-    );
-  } else if (!parts.length) {
-    parts.push(h("div", { class: "muted" }, "Done"));
-  }
-  return h("div", { class: `result${err ? " error" : ""}` }, parts);
-}
-
-function inlineNodes(inl) {
-  return inl.map((n) => {
-    if (n.t === "code") return h("code", {}, n.text);
-    if (n.t === "strong") return h("strong", {}, inlineNodes(n.inl));
-    if (n.t === "em") return h("em", {}, inlineNodes(n.inl));
-    return n.text;
-  });
-}
-
-/** The safe Markdown subset as DOM, built from text nodes only (markdown.js). */
-export function markdownNodes(text) {
-  return parseMarkdown(text).map((b) => {
-    if (b.t === "code") return h("pre", { class: "code" }, b.text);
-    if (b.t === "h") return h("p", { class: "mdh" }, h("strong", {}, inlineNodes(b.inl)));
-    if (b.t === "ul" || b.t === "ol") {
-      const attrs = b.t === "ol" && b.start !== 1 ? { start: b.start } : {};
-      return h(b.t, attrs, b.items.map((inl) => h("li", {}, inlineNodes(inl))));
-    }
-    return h("p", {}, inlineNodes(b.inl));
-  });
-}
-
 /** Sub-agent work of a compaction (``acompact-*`` agents, or flagged by the server). */
 function isCompaction(ev) {
   return ev?.compaction === true || (typeof ev?.agentId === "string" && ev.agentId.startsWith("acompact"));
-}
-
-function neutral(label, text) {
-  return h(
-    "div",
-    { class: "neutral" },
-    h("span", { class: "tag" }, label),
-    text ? h("span", { class: "ntext" }, text) : null,
-  );
 }
 
 export class ChatRenderer {
@@ -371,49 +286,13 @@ export class ChatRenderer {
   permissionNode(item) {
     const card = h("div", { class: "permission", dataset: { seq: item.seqId, key: item.requestKey } });
     this.cards.set(item.requestKey, card);
-    this.fillPermission(card, item);
+    fillPermission(card, item, this.hooks.onDecision);
     return card;
   }
 
   /** Re-render a permission card after a decision, resolution or expiry. */
   updatePermission(item) {
     const card = this.cards.get(item.requestKey);
-    if (card) this.fillPermission(card, item);
-  }
-
-  fillPermission(card, item) {
-    const open = item.status === "pending" || item.status === "sending";
-    const buttons = open
-      ? h(
-          "div",
-          { class: "actions" },
-          h(
-            "button",
-            { class: "approve", disabled: item.status === "sending", onclick: () => this.hooks.onDecision(item, "approve") },
-            "Approve",
-          ),
-          h(
-            "button",
-            { class: "reject", disabled: item.status === "sending", onclick: () => this.hooks.onDecision(item, "reject") },
-            "Reject",
-          ),
-        )
-      : h("div", { class: `decision ${item.status}` }, item.statusText || item.status || "Resolved");
-    // The whole command when the label cut or hid anything (several lines, too long,
-    // hidden characters), with the warnings Claude Code's own prompt would give.
-    const cmd = commandPreview(item.name, item.input);
-    const input = item.input && typeof item.input === "object" ? item.input : null;
-    // replaceChildren() would insert a missing part as the text "null": filter them out.
-    const parts = [
-      h("div", { class: "ptitle" }, "Permission needed: ", h("b", {}, toolLabel(item.name, item.input))),
-      cmd?.warnings.length
-        ? h("ul", { class: "pwarn", role: "alert" }, cmd.warnings.map((w) => h("li", {}, w)))
-        : null,
-      cmd?.full ? h("pre", { class: "pcommand", tabindex: "0" }, cmd.command) : null,
-      item.edit && typeof item.edit === "object" ? diffView(item.edit) : null,
-      input ? h("details", { class: "input" }, h("summary", {}, "Input"), h("pre", {}, prettyJson(input))) : null,
-      buttons,
-    ];
-    card.replaceChildren(...parts.filter(Boolean));
+    if (card) fillPermission(card, item, this.hooks.onDecision);
   }
 }

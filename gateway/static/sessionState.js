@@ -1,7 +1,7 @@
 // What a session row and the header say at a glance, from SessionInfo / turn_status /
 // session_updated and the sessions frame's `hosts`. Pure: unit-tested under node.
 
-import { formatElapsed, shorten } from "./toolDisplay.js";
+import { basename, formatElapsed, shorten } from "./text.js";
 
 /** A working session with no new line for this long is shown as stale. */
 export const STALE_MS = 5 * 60_000;
@@ -52,6 +52,18 @@ export function splitSessions(sorted, now) {
   const older = [];
   for (const s of sorted) (isOlder(s, now) ? older : recent).push(s);
   return { recent, older };
+}
+
+/** Session title: its real title -> its first prompt (relaybus's additive field) -> cwd
+ * basename -> first 8 chars of the id. */
+export function sessionTitle(info) {
+  const title = typeof info?.title === "string" ? info.title.trim() : "";
+  if (title) return title;
+  const first = typeof info?.firstPrompt === "string" ? info.firstPrompt.trim() : "";
+  if (first) return first;
+  const base = basename(info?.cwd ?? "");
+  if (base) return base;
+  return String(info?.id ?? "").slice(0, 8) || "session";
 }
 
 /** The first prompt as a one-line subtitle ("" when absent). */

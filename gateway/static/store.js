@@ -104,6 +104,11 @@ export class Store {
     this.listed = true;
   }
 
+  /** What is known of session `id` (at least its id). */
+  info(id) {
+    return this.sessions.get(id) ?? { id };
+  }
+
   upsert(id, patch) {
     const cur = this.sessions.get(id) ?? { id };
     const next = { ...cur };

@@ -3,27 +3,35 @@
 
 importScripts("push-sw.js");
 
-const CACHE = "relaybus-shell-v4";
+const CACHE = "relaybus-shell-v5";
 const SHELL = [
   "./",
   "index.html",
   "styles.css",
   "app.js",
   "actions.js",
+  "blockViews.js",
   "chatView.js",
+  "commandPreview.js",
   "connection.js",
+  "controller.js",
+  "diff.js",
   "dom.js",
+  "errorWords.js",
+  "ids.js",
   "indicator.js",
   "legacy.js",
   "listView.js",
   "markdown.js",
   "newConversation.js",
+  "permissionCard.js",
   "push-sw.js",
   "pushSettings.js",
   "render.js",
   "sessionState.js",
   "store.js",
-  "toolDisplay.js",
+  "text.js",
+  "toolLabel.js",
   "manifest.webmanifest",
   "icon.svg",
   "icon-192.png",

@@ -20,8 +20,8 @@ from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.approvals import HookRun, HookStarter, start_hook
 from tests.support.collector_proc import CollectorProc
-from tests.support.commands_env import wait_for
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import wait_for
 
 
 @dataclass

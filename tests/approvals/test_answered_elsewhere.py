@@ -23,8 +23,8 @@ from tests.support.approvals import (
     session_with_tool,
     watch_from,
 )
-from tests.support.commands_env import wait_for
 from tests.support.fake_claude import Transcript
+from tests.support.wait import wait_for
 
 #: "Resolved on the client within a second" (issue 10), with room for a loaded box.
 RESOLVE_S = 3.0

@@ -28,9 +28,8 @@ from tests.support.approvals import (
     session_with_tool,
     watch_from,
 )
-from tests.support.collector_records import poll
-from tests.support.commands_env import wait_for
 from tests.support.servers import free_port
+from tests.support.wait import poll, wait_for
 
 EDIT = {"old_string": "x = 1\n", "new_string": "x = 2\n"}
 ALLOW = b'{"behavior": "allow"}'

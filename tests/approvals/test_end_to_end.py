@@ -18,10 +18,10 @@ from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import HookStarter, hook_input, session_frames, session_with_tool
-from tests.support.commands_env import wait_for
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import GatewayProc, RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 EDIT = {"old_string": "a = 1", "new_string": "a = 2"}
 

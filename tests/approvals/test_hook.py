@@ -22,8 +22,8 @@ from tests.support.approvals import (
     session_with_tool,
     watch_from,
 )
-from tests.support.commands_env import wait_for
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import wait_for
 
 EDIT = {"old_string": "x = 1\n", "new_string": "x = 2\ny = 3\n"}
 #: "at once": far below the hold timeout the machines use (60 s), generous for a loaded box.

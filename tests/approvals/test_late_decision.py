@@ -15,11 +15,11 @@ from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import HookStarter, hook_input, session_with_tool
-from tests.support.commands_env import wait_for
 from tests.support.fake_claude import Transcript
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 #: The approval timeout of these collectors: how long a late keyless decision is already_resolved.
 TIMEOUT_S = 3.0

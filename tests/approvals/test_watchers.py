@@ -9,11 +9,11 @@ import redis.asyncio as aioredis
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import approvals as ap
 from tests.conftest import make_settings
-from tests.support.commands_env import wait_for
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 def _count(fields: dict[bytes, bytes]) -> int:

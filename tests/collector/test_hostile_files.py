@@ -17,15 +17,9 @@ import redis
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import (
-    append,
-    frames_of,
-    poll,
-    session_texts,
-    transcript,
-    user_line,
-)
+from tests.support.collector_records import append, frames_of, session_texts, transcript, user_line
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 
 SECRET = b"AKIA-relaybus-test-secret-do-not-publish\n"
 

@@ -22,12 +22,12 @@ from tests.support.collector_records import (
     append,
     assistant_line,
     frames_of,
-    poll,
     session_texts,
     transcript,
     user_line,
 )
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import poll
 
 
 def proc_for(srv: RedisServer, namespace: str, claude_dir: Path, **env: str) -> CollectorProc:

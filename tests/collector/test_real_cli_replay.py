@@ -13,8 +13,9 @@ from relaybus.collector import backfill
 from relaybus.shared.store.keys import Keys
 from tests.support.cli_replay import DATA, Replay, timeline, write_transcript_live
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import frames_of, poll
+from tests.support.collector_records import frames_of
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 
 
 def _session_frames(client: redis.Redis, keys: Keys, sid: str) -> list[dict[str, Any]]:

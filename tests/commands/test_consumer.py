@@ -25,9 +25,10 @@ from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, Reply
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts, wait_for
+from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 GW = "gw-test"
 

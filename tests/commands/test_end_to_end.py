@@ -21,11 +21,12 @@ from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.collector_proc import CollectorProc
-from tests.support.commands_env import TmuxServer, texts, wait_for
+from tests.support.commands_env import TmuxServer, texts
 from tests.support.fake_claude import INTERRUPTED, REPO, Transcript, transcript_path
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 @dataclass

@@ -20,11 +20,12 @@ from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts, wait_for
+from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import Transcript, transcript_path
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 @pytest.fixture

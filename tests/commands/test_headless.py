@@ -11,8 +11,9 @@ import pytest
 from relaybus.collector.drivers import DriverError
 from relaybus.collector.drivers.headless import HeadlessDriver
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, texts, wait_for
+from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
+from tests.support.wait import wait_for
 
 
 def _driver(

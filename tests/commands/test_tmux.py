@@ -19,9 +19,10 @@ from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command
 from tests.conftest import make_settings
-from tests.support.commands_env import RecordingHooks, TmuxServer, texts, wait_for
+from tests.support.commands_env import RecordingHooks, TmuxServer, texts
 from tests.support.fake_claude import INTERRUPTED, REPO, transcript_path
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,6 +18,7 @@ from tests.support.deploy_clients import ResumingClient, stop_clients
 from tests.support.deploy_procs import Nginx
 from tests.support.gateway_server import GatewayProc
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 TOKEN = "full-token"
 PHASE_LINES = 15
@@ -90,15 +91,6 @@ async def _land_on(client: ResumingClient, gateway: str, tries: int = 10) -> Non
     raise AssertionError(f"nginx never routed to {gateway}")
 
 
-async def _wait(predicate: Callable[[], object], timeout_s: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError("condition not met")
-        await asyncio.sleep(0.05)
-
-
 async def test_nginx_serves_the_web_client_and_hides_metrics(
     stack: tuple[Nginx, dict[str, GatewayProc]],
 ) -> None:
@@ -127,7 +119,9 @@ async def test_client_keeps_every_event_across_sigkill_of_its_gateway(
     resumer = ResumingClient(url, TOKEN, sid, "global")
     victim = await resumer.connect()
     append(path, b"".join(user_line(sid, f"line {i}") for i in range(PHASE_LINES)))
-    await _wait(lambda: _published_through(server, namespace, sid, PHASE_LINES - 1))
+    await wait_for(
+        lambda: _published_through(server, namespace, sid, PHASE_LINES - 1), timeout_s=60
+    )
     first_phase = _published(server, namespace, sid)
     watcher = ResumingClient(url, TOKEN, sid, "watch")
     await _land_on(watcher, victim)
@@ -136,15 +130,17 @@ async def test_client_keeps_every_event_across_sigkill_of_its_gateway(
     clients = [resumer, watcher]
     tasks = [asyncio.create_task(c.run(stop)) for c in clients]
     try:
-        await _wait(lambda: all(len(c.seqs) >= len(first_phase) for c in clients))
+        await wait_for(lambda: all(len(c.seqs) >= len(first_phase) for c in clients), timeout_s=60)
         for i in range(PHASE_LINES, 3 * PHASE_LINES):
             append(path, user_line(sid, f"line {i}"))
             if i == 2 * PHASE_LINES:
                 gateways[victim].kill()
             await asyncio.sleep(0.02)
-        await _wait(lambda: _published_through(server, namespace, sid, 3 * PHASE_LINES - 1))
+        await wait_for(
+            lambda: _published_through(server, namespace, sid, 3 * PHASE_LINES - 1), timeout_s=60
+        )
         expected = [seq for seq, _ in _published(server, namespace, sid)]
-        await _wait(lambda: all(len(c.seqs) >= len(expected) for c in clients))
+        await wait_for(lambda: all(len(c.seqs) >= len(expected) for c in clients), timeout_s=60)
     finally:
         stop.set()
         await stop_clients(tasks, clients)

@@ -18,9 +18,10 @@ import yaml
 from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import append, poll, transcript, user_line
+from tests.support.collector_records import append, transcript, user_line
 from tests.support.deploy_files import DEPLOY, interpolate
 from tests.support.servers import free_port
+from tests.support.wait import poll
 
 PASSWORD = "0123456789abcdef"
 

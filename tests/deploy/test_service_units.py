@@ -14,9 +14,9 @@ from pathlib import Path
 import redis
 
 from relaybus.shared.store.keys import Keys
-from tests.support.collector_records import poll
 from tests.support.deploy_files import DEPLOY
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 
 UNIT = DEPLOY / "systemd" / "relaybus-collector.service"
 PLIST = DEPLOY / "launchd" / "dev.relaybus.collector.plist"

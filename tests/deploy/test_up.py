@@ -14,11 +14,11 @@ import pytest
 
 from relaybus.lan import lan_address
 from tests.conftest import BINARIES, DEFAULT_KIND
-from tests.support.collector_records import append, poll, transcript, user_line
-from tests.support.commands_env import wait_for
+from tests.support.collector_records import append, transcript, user_line
 from tests.support.deploy_up import UpProc, child_pids, gone
 from tests.support.gateway_client import Frame, WsClient
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import poll, wait_for
 
 
 @pytest.fixture

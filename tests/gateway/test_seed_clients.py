@@ -6,10 +6,10 @@ import redis.asyncio as aioredis
 
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
-from tests.support.commands_env import wait_for
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
+from tests.support.wait import wait_for
 
 
 def texts(frames: list[dict[str, object]]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 import orjson
@@ -19,15 +19,11 @@ from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc, running_gateway
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
-async def wait_for(pred: Callable[[], object], wait_s: float = 20.0, step_s: float = 0.05) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while not pred():
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(step_s)
+async def equals(value: Awaitable[object], want: object) -> bool:
+    return await value == want
 
 
 async def ready_status(url: str) -> int:
@@ -79,7 +75,7 @@ async def test_slow_consumer_cut_off_fast_one_unaffected(
                 await reading
                 assert [e["sessionSeq"] for e in fast.events()] == list(range(1, total + 1))
             name = "relaybus_gateway_slow_consumer_disconnects_total"
-            await wait_for_async(lambda: metric_value(g.http, name), 1.0)
+            await wait_for(lambda: equals(metric_value(g.http, name), 1.0))
             seen: list[dict[str, object]] = []
             try:
                 while True:
@@ -139,11 +135,11 @@ async def test_readyz_fails_when_redis_stops_and_recovers(
     async with running_gateway(settings) as g:
         assert await ready_status(g.http) == 200
         srv.stop()
-        await wait_for_async(lambda: ready_status(g.http), 503)
+        await wait_for(lambda: equals(ready_status(g.http), 503))
         async with httpx.AsyncClient() as http:
             assert (await http.get(f"{g.http}/healthz")).status_code == 200
         srv.start()
-        await wait_for_async(lambda: ready_status(g.http), 200)
+        await wait_for(lambda: equals(ready_status(g.http), 200))
 
 
 async def test_half_open_redis_noticed(
@@ -157,22 +153,10 @@ async def test_half_open_redis_noticed(
         assert srv.proc is not None
         os.kill(srv.proc.pid, signal.SIGSTOP)
         try:
-            await wait_for_async(lambda: ready_status(g.http), 503)
+            await wait_for(lambda: equals(ready_status(g.http), 503))
         finally:
             os.kill(srv.proc.pid, signal.SIGCONT)
-        await wait_for_async(lambda: ready_status(g.http), 200)
-
-
-async def wait_for_async(probe: Callable[[], object], want: object, wait_s: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    while True:
-        got = await probe()  # type: ignore[misc]
-        if got == want:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"wanted {want!r}, last {got!r}")
-        await asyncio.sleep(0.1)
+        await wait_for(lambda: equals(ready_status(g.http), 200))
 
 
 async def test_reader_gap_after_being_cut_off(

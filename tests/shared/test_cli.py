@@ -22,8 +22,9 @@ from relaybus.cli import COMMANDS, build_parser, settings_from_args
 from relaybus.shared.settings import Settings, SettingsError, load_settings
 from relaybus.shared.store.keys import Keys
 from tests.conftest import BINARIES, DEFAULT_KIND
-from tests.support.collector_records import append, poll, transcript, user_line
+from tests.support.collector_records import append, transcript, user_line
 from tests.support.servers import RedisServer, free_port
+from tests.support.wait import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-pw"

@@ -7,9 +7,7 @@ line (bookkeeping, dropped by the projection).
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -88,18 +86,6 @@ def transcript(claude_dir: Path, sid: str, project: str = "-home-dev-project") -
 def append(path: Path, data: bytes) -> None:
     with open(path, "ab") as f:
         f.write(data)
-
-
-def poll(fn: Callable[[], T | None], timeout_s: float = 30.0, interval_s: float = 0.02) -> T:
-    """Call ``fn`` until it returns something truthy; its value, or TimeoutError."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise TimeoutError(f"condition not met in {timeout_s}s (last: {last!r})")
 
 
 def frames_of(client: redis.Redis, key: str) -> list[dict[str, Any]]:

@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import shlex
 import subprocess
-import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
-
-
-async def wait_for(
-    probe: Callable[[], Awaitable[T | None] | T | None],
-    *,
-    timeout_s: float = 30.0,
-    interval_s: float = 0.05,
-    what: str = "condition",
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(interval_s)
 
 
 def records(path: Path) -> list[dict[str, Any]]:

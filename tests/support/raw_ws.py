@@ -10,7 +10,6 @@ import base64
 import os
 import socket
 import struct
-import time
 
 import orjson
 
@@ -123,18 +122,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def wait_until(pred: object, timeout_s: float, step_s: float = 0.05) -> bool:
-    """Poll ``pred()`` until true or ``timeout_s``; the last result."""
-    assert callable(pred)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if pred():
-            return True
-        if time.monotonic() > deadline:
-            return bool(pred())
-        time.sleep(step_s)
 
 
 def open_sockets(pid: int, port: int) -> int:

@@ -20,9 +20,10 @@ from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.commands import reservation_key
 from tests.support import web as w
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import poll, transcript
+from tests.support.collector_records import transcript
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.servers import RedisServer
+from tests.support.wait import poll
 from tests.support.web import TOKEN, GatewayProc
 
 OldStack = tuple[str, Path, list[str], GatewayProc, CollectorProc]

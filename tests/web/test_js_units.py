@@ -1,4 +1,4 @@
-"""Runs the web client's pure-helper unit tests (tests/web_js/) with Node's test runner."""
+"""Runs the web client's node unit tests (tests/web/js/: pure helpers and the controller)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_label_diff_and_store_helpers_pass_under_node() -> None:
     node = shutil.which("node")
     assert node is not None, "node (20+) is required for the web client's unit tests"
     proc = subprocess.run(
-        [node, "--test", "--test-reporter=tap", str(ROOT / "tests" / "web_js")],
+        [node, "--test", "--test-reporter=tap", str(ROOT / "tests" / "web" / "js")],
         cwd=ROOT,
         capture_output=True,
         text=True,

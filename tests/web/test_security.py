@@ -11,10 +11,11 @@ from tests.support.collector_records import user_line
 from tests.support.web import TOKEN
 from tests.web.conftest import Stack, open_app
 from tests.web.test_approvals import Hook, hooks  # noqa: F401 - the fixture
+from tests.web.test_static import STATIC
 
 
 def test_fragment_token_link_signs_in_under_the_csp(page: Page, stack: Stack) -> None:
-    """A /#token= link signs in, the token leaves the address bar, and nothing breaks the CSP."""
+    """A /#token= link signs in, the token leaves the address bar, and every module loads under the CSP."""
     violations: list[str] = []
     page.on(
         "console",
@@ -25,6 +26,11 @@ def test_fragment_token_link_signs_in_under_the_csp(page: Page, stack: Stack) ->
     expect(page.locator("#list-view")).to_be_visible()
     assert "token" not in page.url
     assert page.evaluate("localStorage.getItem('relaybus.token')") == TOKEN
+    loaded = page.evaluate(
+        "performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+    )
+    modules = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js"}
+    assert modules <= set(loaded), "every module is fetched from this origin"
     assert violations == []
 
 

@@ -19,6 +19,13 @@ def test_service_worker_caches_exactly_the_shell_files() -> None:
     assert listed == files | {"./"}
 
 
+def test_index_preloads_every_module() -> None:
+    """index.html preloads each ES module (all but the service worker) so one round trip fetches them."""
+    html = (STATIC / "index.html").read_text()
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="([^"]+)">', html))
+    assert preloaded == {p.name for p in STATIC.glob("*.js")} - {"sw.js"}
+
+
 def test_every_module_import_resolves_to_a_shipped_file() -> None:
     """Plain ES modules, no build step: each relative import names a file in gateway/static."""
     for js in STATIC.glob("*.js"):

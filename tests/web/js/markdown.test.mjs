@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { looksLikeMarkdown, parseInline, parseMarkdown } from "../../gateway/static/markdown.js";
+import { looksLikeMarkdown, parseInline, parseMarkdown } from "../../../gateway/static/markdown.js";
 
 const flat = (inl) =>
   inl.map((n) => (n.t === "text" || n.t === "code" ? `${n.t}:${n.text}` : `${n.t}[${flat(n.inl)}]`)).join("|");

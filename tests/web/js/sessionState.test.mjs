@@ -11,9 +11,10 @@ import {
   promptsOffText,
   recentCwds,
   sessionState,
+  sessionTitle,
   splitSessions,
   STALE_MS,
-} from "../../gateway/static/sessionState.js";
+} from "../../../gateway/static/sessionState.js";
 
 const NOW = 1_800_000_000_000;
 
@@ -80,4 +81,12 @@ test("empty list and freshness texts", () => {
 test("the first prompt is a one-line subtitle", () => {
   assert.equal(promptLine({ firstPrompt: "fix\nthe bug" }), "fix");
   assert.equal(promptLine({}), "");
+});
+
+test("sessionTitle prefers title, then first prompt, then cwd basename, then the id prefix", () => {
+  assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app", title: "Fix login" }), "Fix login");
+  assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app", firstPrompt: "do it" }), "do it");
+  assert.equal(sessionTitle({ id: "abcdef123456", title: "T", firstPrompt: "do it" }), "T");
+  assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app/", title: "  " }), "app");
+  assert.equal(sessionTitle({ id: "abcdef123456", cwd: "" }), "abcdef12");
 });

@@ -2,8 +2,8 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { legacyBlocks } from "../../gateway/static/legacy.js";
-import { Chat, MESSAGE_CAP, Store } from "../../gateway/static/store.js";
+import { legacyBlocks } from "../../../gateway/static/legacy.js";
+import { Chat, MESSAGE_CAP, Store } from "../../../gateway/static/store.js";
 
 const ev = (seqId) => ({ kind: "event", seqId, event: { type: "assistant", blocks: [] } });
 
