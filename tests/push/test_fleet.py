@@ -11,12 +11,12 @@ import httpx
 import redis.asyncio as aioredis
 
 from relaybus.shared.store.keys import Keys
-from tests.support.commands_env import wait_for
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc
 from tests.support.notify_receiver import NotifyReceiver
 from tests.support.push_service import PushServiceStandIn
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 EVENTS = 4
 
