@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import httpx
@@ -100,7 +101,7 @@ async def test_a_gone_subscription_is_deleted_and_a_read_token_gets_no_approvals
     push_service: PushServiceStandIn,
 ) -> None:
     """A 410 from the push service deletes the subscription; a read-only token's device gets
-    'waiting' but is never offered approvals, and holds no request."""
+    'waiting' and 'done' (for a turn over 30 s only) but never approvals, and holds no request."""
     settings = make_settings(server.url, namespace)
     pub = Publisher(admin, keys)
     async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as http:
@@ -117,7 +118,6 @@ async def test_a_gone_subscription_is_deleted_and_a_read_token_gets_no_approvals
         assert "actions" not in push.payload
         assert await admin.hget(keys.session_watchers(sid), "push") is None, "holds nothing"
         await subscribe(gw, old.subscription())
-        await pub.turn(sid, "working", since=1_700_000_000_000)
         await pub.turn(sid, "waiting")
         await _wait(push_service, "reader", 2)
 
@@ -125,6 +125,14 @@ async def test_a_gone_subscription_is_deleted_and_a_read_token_gets_no_approvals
             return await admin.hlen(f"{keys.prefix}push:subs") == 1
 
         await wait_for(deleted, what="the gone subscription deleted")
+        now = int(time.time() * 1000)
+        await pub.turn(sid, "working", since=now - 5_000)
+        await pub.turn(sid, "idle", since=now)  # a short turn: nothing
+        await pub.turn(sid, "working", since=now + 1)
+        await pub.turn(sid, "idle", since=now + 40_000)
+        pushes = await _wait(push_service, "reader", 3)
+        assert [p.payload["kind"] for p in pushes] == ["waiting", "waiting", "done"]
+        assert pushes[2].payload["title"] == "Done: fix the parser"
         assert (
             gw.metric(
                 "relaybus_gateway_push_dropped_total", {"channel": "webpush", "reason": "gone"}
