@@ -90,7 +90,11 @@ async def test_permission_request_is_pushed_and_approve_lets_the_hook_proceed(
         pushes = await _wait(push_service, "phone", 2)
         assert pushes[1].payload["kind"] == "resolved" and pushes[1].payload["body"] == "Approved"
         assert pushes[1].payload["tag"] == p["tag"], "replaces the request's notification"
-        assert gw.metric("relaybus_gateway_push_sent_total", {"channel": "webpush"}) == 2
+
+        async def counted() -> bool:
+            return gw.metric("relaybus_gateway_push_sent_total", {"channel": "webpush"}) == 2
+
+        await wait_for(counted, what="both pushes counted as sent")
 
 
 async def test_a_gone_subscription_is_deleted_and_a_read_token_gets_no_approvals(
