@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, expect, sync_playwright
 
 from relaybus.shared.store.keys import Keys
 from tests.approvals.conftest import Machine
@@ -86,7 +86,7 @@ def test_approve_from_the_notification_lets_the_hook_proceed(
             lambda ev: registrations.extend(ev["registrations"]),
         )
         cdp.send("ServiceWorker.enable")
-        page.goto(f"{origin}/")
+        page.goto(f"{origin}/#token=full-token")
         page.evaluate("navigator.serviceWorker.ready.then(() => true)")
         reg_id = _until(
             lambda: next(
@@ -95,6 +95,19 @@ def test_approve_from_the_notification_lets_the_hook_proceed(
             "the service worker registration",
         )
         worker = _until(lambda: sw_context.service_workers, "the service worker")[0]
+
+        # the settings screen: defaults picked; headless Chromium refuses a real subscription
+        # (no push service), which the screen reports instead of failing silently
+        page.click("#push-open")
+        expect(page.locator("#push-settings")).to_be_visible()
+        checked = page.eval_on_selector_all(
+            'input[name="event"]', "bs => bs.filter((b) => b.checked).map((b) => b.value)"
+        )
+        assert checked == ["approvals", "waiting", "done", "notify"]
+        expect(page.locator("#push-status")).to_have_text("Off on this device.")
+        page.click("#push-on")
+        expect(page.locator("#push-status")).to_contain_text("Registration failed")
+        page.click("#push-close")
 
         hook = subprocess.Popen(
             [str(RELAYBUS), "hook", "permission-request"],
