@@ -113,9 +113,11 @@ class PushWorker:
                 for _stream, entries in cast(list[tuple[Any, list[tuple[Any, Any]]]], got or []):
                     await self._handle_all(entries)
             except ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                self._grouped = False  # the log was deleted (data loss): make the group again
+                if "NOGROUP" in str(exc):
+                    self._grouped = False  # the log was deleted (data loss): make it again
+                    continue
+                log.error("push worker: Redis refused a command: %s", exc)
+                await asyncio.sleep(1.0)
             except (RedisError, OSError) as exc:
                 log.warning("push worker: Redis unavailable: %s", exc)
                 await asyncio.sleep(1.0)
@@ -195,8 +197,7 @@ class PushWorker:
             return
         stamp_ms = int(_text(fields.get(b"t")) or 0)
         if _now_ms() - stamp_ms > self._settings.push_max_age_s * 1000:
-            for _n in notices:
-                self._metrics.dropped.labels("all", "stale").inc()
+            self._metrics.dropped.labels("all", "stale").inc(len(notices))
             return
         seq = eid.split("-", 1)[0]
         sends = []
