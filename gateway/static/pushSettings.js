@@ -1,6 +1,7 @@
 // The push settings screen: turn notifications on for this device and pick what reaches it
-// (events, machines, muted sessions). Self-contained: it adds a "Notifications" button to the
-// sessions header and reads the token the app keeps in localStorage.
+// (events, machines, muted sessions), and Mute/Unmute in a chat's header. Self-contained: it
+// adds its buttons to the headers in index.html and reads the token the app keeps in
+// localStorage.
 
 const TOKEN_KEY = "relaybus.token";
 const EVENTS = [
@@ -162,5 +163,45 @@ function mount() {
   dlg.querySelector("#push-close").addEventListener("click", () => dlg.close());
 }
 
-if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mount);
-else mount();
+const openSid = () => {
+  const m = /^#\/s\/([^/?]+)/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+};
+
+/** The chat header's Mute/Unmute, shown while this device has push on. */
+function mountMute() {
+  const bar = document.querySelector("#chat-view header.bar");
+  if (!bar || document.querySelector("#push-mute")) return;
+  const btn = el("button", { id: "push-mute", type: "button", class: "link", hidden: "" });
+  bar.append(btn);
+  let prefs = null;
+  const sync = async () => {
+    const sid = openSid();
+    const sub = sid && supported() ? await currentSubscription().catch(() => null) : null;
+    const found = sub ? await api("POST", "push/subscription/get", { endpoint: sub.endpoint }).catch(() => null) : null;
+    prefs = found?.prefs ?? null;
+    btn.hidden = !prefs;
+    if (!prefs) return;
+    const muted = prefs.muted.includes(sid);
+    btn.textContent = muted ? "Unmute" : "Mute";
+    btn.setAttribute("aria-pressed", String(muted));
+  };
+  btn.addEventListener("click", async () => {
+    const sid = openSid();
+    const sub = await currentSubscription().catch(() => null);
+    if (!sid || !sub || !prefs) return;
+    const muted = prefs.muted.includes(sid) ? prefs.muted.filter((m) => m !== sid) : [...prefs.muted, sid];
+    await api("PUT", "push/subscription", { subscription: sub.toJSON(), prefs: { ...prefs, muted } }).catch(() => null);
+    await sync();
+  });
+  window.addEventListener("hashchange", sync);
+  sync();
+}
+
+function start() {
+  mount();
+  mountMute();
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();

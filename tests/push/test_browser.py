@@ -153,6 +153,22 @@ def test_approve_from_the_notification_lets_the_hook_proceed(
             out, _ = hook.communicate(timeout=30)
             assert hook.returncode == 0
             assert json.loads(out)["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+
+            # the chat's Mute, with the test's subscription standing in for the browser's
+            stand_in = json.dumps(device.subscription())
+            page.add_init_script(
+                f"""PushManager.prototype.getSubscription = async () => {{
+                    const sub = {stand_in};
+                    return {{ endpoint: sub.endpoint, toJSON: () => sub }};
+                }};"""
+            )
+            page.goto(f"{origin}/#/s/{sid}")
+            page.reload()
+            expect(page.locator("#push-mute")).to_have_text("Mute")
+            page.click("#push-mute")
+            expect(page.locator("#push-mute")).to_have_text("Unmute")
+            [raw] = admin.hvals(f"{keys.prefix}push:subs")
+            assert json.loads(raw)["prefs"]["muted"] == [sid]
         finally:
             if hook.poll() is None:
                 hook.kill()
