@@ -165,7 +165,11 @@ function mount() {
 
 const openSid = () => {
   const m = /^#\/s\/([^/?]+)/.exec(location.hash);
-  return m ? decodeURIComponent(m[1]) : null;
+  try {
+    return m ? decodeURIComponent(m[1]) : null;
+  } catch {
+    return null; // a malformed link: the app shows the list
+  }
 };
 
 /** The chat header's Mute/Unmute, shown while this device has push on. */
