@@ -16,6 +16,7 @@ hash, which the collector counts like a watching client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -95,6 +96,7 @@ class PushWorker:
         self._grouped = False
         self._last_takeover = 0.0
         self._held: dict[str, float] = {}
+        self._wake = asyncio.Event()
 
     # --- the consumer group -------------------------------------------------------------
 
@@ -102,7 +104,9 @@ class PushWorker:
         while True:
             try:
                 if not await self._active():
-                    await asyncio.sleep(IDLE_CHECK_S)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), IDLE_CHECK_S)
+                    self._wake.clear()
                     continue
                 await self.ensure_group()
                 if time.monotonic() - self._last_takeover >= self._settings.push_claim_idle_s / 2:
@@ -126,6 +130,8 @@ class PushWorker:
         return bool(self._apprise.targets) or bool(await self._client.hlen(self._store.subs_key))
 
     async def ensure_group(self) -> None:
+        """Create the group at the log's end (once) and wake an idle worker."""
+        self._wake.set()
         if self._grouped:
             return
         try:  # new events only: a fresh fleet does not push the log's history
