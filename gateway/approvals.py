@@ -152,25 +152,11 @@ class GatewayApprovals:
                 ErrorCode.INVALID_FIELD, f"{msg.type} needs a sessionId (or a watched session)", rid
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
-        claimed = await self._client.set(
-            self._keys.approval(key),
-            decision_record(decision, reason),
-            nx=True,
-            ex=DECISION_GRACE_S,
-        )
-        if not claimed:
+        if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId):
             self._metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
             )
-        cmd = self._link.command(
-            PERMISSION_DECISION,
-            sid,
-            payload={"requestKey": key, "decision": decision, "message": reason},
-            request_id=rid,
-            trace_id=msg.traceId,
-        )
-        await self._link.send(str(entry.get("host", "")), cmd)
         self._metrics.commands.labels(msg.type, "ok").inc()
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
@@ -178,6 +164,47 @@ class GatewayApprovals:
         conn.send(
             server_frames.decision_ack(sid, key, decision, self._hub.position, rid, msg.traceId)
         )
+
+    async def decide_request(self, sid: str, key: str, decision: str) -> str:
+        """A decision from outside a connection (a notification's Approve/Deny): ``ok``, or
+        the error code (``already_resolved``, ``no_pending_request``)."""
+        try:
+            _sid, _key, entry = await self._target([sid], key, None)
+        except ProtocolError as exc:
+            return str(exc.code.value)
+        if not await self._deliver(sid, key, entry, decision, None, None, None):
+            return ErrorCode.ALREADY_RESOLVED.value
+        log.info("push: %s of %s in session %s", decision, key, sid)
+        return "ok"
+
+    async def _deliver(
+        self,
+        sid: str,
+        key: str,
+        entry: dict[str, Any],
+        decision: str,
+        reason: str | None,
+        rid: str | None,
+        trace_id: str | None,
+    ) -> bool:
+        """Claim the decision (first writer wins) and send it to the holding collector."""
+        claimed = await self._client.set(
+            self._keys.approval(key),
+            decision_record(decision, reason),
+            nx=True,
+            ex=DECISION_GRACE_S,
+        )
+        if not claimed:
+            return False
+        cmd = self._link.command(
+            PERMISSION_DECISION,
+            sid,
+            payload={"requestKey": key, "decision": decision, "message": reason},
+            request_id=rid,
+            trace_id=trace_id,
+        )
+        await self._link.send(str(entry.get("host", "")), cmd)
+        return True
 
     async def _target(
         self, sids: list[str], request_key: str | None, rid: str | None

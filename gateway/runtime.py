@@ -25,6 +25,7 @@ from relaybus.gateway.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.fanout import Hub, LogReader
 from relaybus.gateway.handlers import Handlers
 from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.push.service import PushService
 from relaybus.gateway.tasks import supervise
 from relaybus.gateway.web_security import OriginPolicy
 from relaybus.shared.aio import cancel_and_wait
@@ -114,6 +115,16 @@ class Runtime:
                 origins=OriginPolicy.parse(settings.allowed_origins),
             ),
         )
+        self.push = PushService(
+            settings,
+            registry,
+            client=self.client,
+            keys=self.keys,
+            gateway_id=self.gateway_id,
+            tokens=self.tokens,
+            approvals=self.approvals,
+            block_ms=reader_block_ms,
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -129,6 +140,7 @@ class Runtime:
             )
             for name, job in jobs.items()
         ]
+        await self.push.__aenter__()
         log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
         return self
 
@@ -143,6 +155,7 @@ class Runtime:
         self.reader.stop()
         for task in self._tasks:
             await cancel_and_wait(task)
+        await self.push.__aexit__(None, None, None)
         await self.gateway_commands.aclose()
         self.link.replies.close()
         await self.approvals.aclose()
