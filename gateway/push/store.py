@@ -143,12 +143,10 @@ def new_vapid() -> VapidKeys:
 class PushStore:
     def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
         self._client = client
-        p = keys.prefix
-        self.vapid_key = f"{p}push:vapid"
-        self.subs_key = f"{p}push:subs"
-        self.turns_key = f"{p}push:turns"
-        self._cap = f"{p}push:cap:"
-        self._done = f"{p}push:done:"
+        self._keys = keys
+        self.vapid_key = keys.push_vapid
+        self.subs_key = keys.push_subs
+        self.turns_key = keys.push_turns
 
     # --- VAPID ------------------------------------------------------------------------
 
@@ -197,7 +195,7 @@ class PushStore:
         """A single-use capability to decide this one request until it expires."""
         cap = secrets.token_urlsafe(24)
         await self._client.set(
-            self._cap + _digest(cap),
+            self._keys.push_cap(_digest(cap)),
             orjson.dumps({"sid": sid, "requestKey": request_key}),
             pxat=max(expires_ms, 1),
         )
@@ -205,7 +203,7 @@ class PushStore:
 
     async def redeem(self, cap: str) -> tuple[str, str] | None:
         """(sid, requestKey) the capability was for; it is gone afterwards."""
-        raw = await self._client.getdel(self._cap + _digest(cap))
+        raw = await self._client.getdel(self._keys.push_cap(_digest(cap)))
         if raw is None:
             return None
         body = orjson.loads(raw)
@@ -216,11 +214,13 @@ class PushStore:
     async def claim(self, event: str, target: str, owner: str) -> bool:
         """First claim of (event, target) wins; later ones (a retry, a takeover) skip it."""
         return bool(
-            await self._client.set(f"{self._done}{event}:{target}", owner, nx=True, ex=CLAIM_TTL_S)
+            await self._client.set(
+                self._keys.push_done(event, target), owner, nx=True, ex=CLAIM_TTL_S
+            )
         )
 
     async def settle(self, event: str, target: str, outcome: str) -> None:
-        await self._client.set(f"{self._done}{event}:{target}", outcome, xx=True, keepttl=True)
+        await self._client.set(self._keys.push_done(event, target), outcome, xx=True, keepttl=True)
 
 
 def _digest(cap: str) -> str:
