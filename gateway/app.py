@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from relaybus.gateway.endpoint import Endpoint
+from relaybus.gateway.push.routes import router as push_router
 from relaybus.gateway.runtime import Runtime
 from relaybus.gateway.web_security import SecurityHeaders
 from relaybus.gateway.wsio import sink_for
@@ -77,6 +78,8 @@ def create_app(
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(generate_latest(reg), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(push_router(rt.push))
 
     # /ws is served ahead of the middleware stack so frames can be written in bursts
     # (relaybus.gateway.wsio); everything else goes through FastAPI.

@@ -21,25 +21,32 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import protocol
+from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import Access
+from relaybus.gateway.command_link import CommandLink
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.shared.aio import cancel_and_wait, now_ms
-from relaybus.shared.store.command_streams import ensure_group
+from relaybus.shared.aio import now_ms
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE
-from relaybus.shared.store.keys import CMD_MAXLEN, Keys
-from relaybus.shared.wire import approvals as ap
-from relaybus.shared.wire.commands import Command
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.approvals import (
+    ALLOW,
+    DECISION_GRACE_S,
+    DENY,
+    PERMISSION_DECISION,
+    WATCHERS_TTL_S,
+    decision_record,
+    parse_resolved,
+    watcher_value,
+)
 from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,21 +63,20 @@ class GatewayApprovals:
         keys: Keys,
         hub: Hub,
         gateway_id: str,
+        link: CommandLink,
         metrics: GatewayMetrics,
-        command_timeout_s: float,
-        watchers_ttl_s: int = ap.WATCHERS_TTL_S,
+        watchers_ttl_s: int = WATCHERS_TTL_S,
     ) -> None:
         self._client = client
         self._keys = keys
         self._hub = hub
         self._gateway_id = gateway_id
         self._metrics = metrics
-        self._command_timeout_s = command_timeout_s
+        self._link = link
         self._watchers_ttl_s = watchers_ttl_s
         #: Counts as last written to Redis, and when each field was last stamped.
         self._written: dict[str, int] = {}
         self._stamped: dict[str, float] = {}
-        self._task: asyncio.Task[None] | None = None
 
     # --- watcher counts -----------------------------------------------------------------
 
@@ -92,7 +98,7 @@ class GatewayApprovals:
         for sid, n in counts.items():
             key = self._keys.session_watchers(sid)
             if n > 0:
-                pipe.hset(key, self._gateway_id, ap.watcher_value(n, expires))
+                pipe.hset(key, self._gateway_id, watcher_value(n, expires))
                 pipe.expire(key, self._watchers_ttl_s)
             else:
                 pipe.hdel(key, self._gateway_id)
@@ -118,7 +124,8 @@ class GatewayApprovals:
         if due:
             await self._write(due)
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """Refresh the counts every :data:`CHECK_S` until cancelled (a runtime task)."""
         while True:
             try:
                 await self._pass()
@@ -126,12 +133,8 @@ class GatewayApprovals:
                 log.warning("watcher counts not refreshed: %s", exc)
             await asyncio.sleep(CHECK_S)
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="watcher-counts")
-
     async def aclose(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)  # a single cancel can be swallowed (shared/aio.py)
+        """Withdraw this gateway's counts (after :meth:`run` was stopped)."""
         with contextlib.suppress(*REDIS_UNAVAILABLE):
             await asyncio.wait_for(self._write(dict.fromkeys(self._written, 0)), 2.0)
 
@@ -141,7 +144,7 @@ class GatewayApprovals:
         self, conn: Connection, msg: protocol.AcceptDiff | protocol.RejectDiff
     ) -> None:
         rid = msg.requestId
-        decision = ap.ALLOW if isinstance(msg, protocol.AcceptDiff) else ap.DENY
+        decision = ALLOW if isinstance(msg, protocol.AcceptDiff) else DENY
         reason = msg.reason if isinstance(msg, protocol.RejectDiff) else None
         sids = [msg.sessionId] if msg.sessionId else sorted(conn.watched)
         if not sids:
@@ -149,45 +152,59 @@ class GatewayApprovals:
                 ErrorCode.INVALID_FIELD, f"{msg.type} needs a sessionId (or a watched session)", rid
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
-        claimed = await self._client.set(
-            self._keys.approval(key),
-            ap.decision_record(decision, reason),
-            nx=True,
-            ex=ap.DECISION_GRACE_S,
-        )
-        if not claimed:
+        if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId):
             self._metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
             )
-        host = str(entry.get("host", ""))
-        cmd = Command(
-            id=str(uuid.uuid4()),
-            type=ap.PERMISSION_DECISION,
-            session_id=sid,
-            gateway_id=self._gateway_id,
-            deadline_ms=now_ms() + int(self._command_timeout_s * 1000),
-            payload={"requestKey": key, "decision": decision, "message": reason},
-            request_id=rid,
-            trace_id=msg.traceId,
-        )
-        stream = self._keys.cmd(host)
-        await ensure_group(self._client, stream)
-        await self._client.xadd(stream, cmd.fields(), maxlen=CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
         self._metrics.commands.labels(msg.type, "ok").inc()
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
         )
-        frame: dict[str, Any] = {
-            "type": "decision_ack",
-            "sessionId": sid,
-            "requestKey": key,
-            "decision": decision,
-            "seqId": self._hub.position,
-        }
-        if msg.traceId:
-            frame["traceId"] = msg.traceId
-        conn.send(protocol.with_request(frame, rid))
+        conn.send(
+            server_frames.decision_ack(sid, key, decision, self._hub.position, rid, msg.traceId)
+        )
+
+    async def decide_request(self, sid: str, key: str, decision: str) -> str:
+        """A decision from outside a connection (a notification's Approve/Deny): ``ok``, or
+        the error code (``already_resolved``, ``no_pending_request``)."""
+        try:
+            _sid, _key, entry = await self._target([sid], key, None)
+        except ProtocolError as exc:
+            return str(exc.code.value)
+        if not await self._deliver(sid, key, entry, decision, None, None, None):
+            return ErrorCode.ALREADY_RESOLVED.value
+        log.info("push: %s of %s in session %s", decision, key, sid)
+        return "ok"
+
+    async def _deliver(
+        self,
+        sid: str,
+        key: str,
+        entry: dict[str, Any],
+        decision: str,
+        reason: str | None,
+        rid: str | None,
+        trace_id: str | None,
+    ) -> bool:
+        """Claim the decision (first writer wins) and send it to the holding collector."""
+        claimed = await self._client.set(
+            self._keys.approval(key),
+            decision_record(decision, reason),
+            nx=True,
+            ex=DECISION_GRACE_S,
+        )
+        if not claimed:
+            return False
+        cmd = self._link.command(
+            PERMISSION_DECISION,
+            sid,
+            payload={"requestKey": key, "decision": decision, "message": reason},
+            request_id=rid,
+            trace_id=trace_id,
+        )
+        await self._link.send(str(entry.get("host", "")), cmd)
+        return True
 
     async def _target(
         self, sids: list[str], request_key: str | None, rid: str | None
@@ -245,7 +262,7 @@ class GatewayApprovals:
         for sid in sids:
             pipe.get(self._keys.approval_resolved(sid))
         for raw in await pipe.execute():
-            found = ap.parse_resolved(raw)
+            found = parse_resolved(raw)
             if found is not None:
                 return found
         return None

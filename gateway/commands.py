@@ -1,9 +1,9 @@
 """Route commands to the session's machine and answer the client that asked.
 
 ``prompt`` / ``interrupt_request`` / ``new_conversation`` go to ``{ns}:cmd:<host>`` after a
-heartbeat check (``host_offline`` at once when the host is gone). One
-:class:`ReplyReader` per process reads ``{ns}:reply:<gatewayId>`` and resolves the
-waiting command by id; no reply within ``command_timeout_seconds`` is ``timeout``. Every
+heartbeat check (``host_offline`` at once when the host is gone), through the process's
+:class:`~relaybus.gateway.command_link.CommandLink`; no reply within
+``command_timeout_seconds`` is ``timeout``. Every
 request gets exactly one answer, logged and counted once — and a prompt whose headless run
 fails after its ``prompt_sent`` gets a second reply from the collector (``data.late``),
 sent to the same client as ``error{code:"prompt_failed", message, requestId, sessionId}``
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -24,16 +23,23 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol
+from relaybus.gateway.command_link import CommandLink
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.shared.aio import Backoff, cancel_and_wait, now_ms, reraise_if_cancelling
-from relaybus.shared.settings import Settings
-from relaybus.shared.store.command_streams import ensure_group, session_route
-from relaybus.shared.store.connection import REDIS_UNAVAILABLE
-from relaybus.shared.store.keys import CMD_MAXLEN, Keys
-from relaybus.shared.wire import commands as c
-from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
+from relaybus.shared.aio import now_ms
+from relaybus.shared.store.command_streams import session_route
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.commands import (
+    CAP_LOAD_HISTORY,
+    LOAD_HISTORY,
+    MAX_MESSAGE_CHARS,
+    PROMPT,
+    Reply,
+    client_frame,
+    host_capabilities,
+    refusal,
+)
 from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -45,108 +51,24 @@ LATE_TTL_S = 3600.0
 LATE_MAX = 10_000
 
 
-class ReplyReader:
-    """The process's one reader of its reply stream; futures are resolved by command id."""
-
-    def __init__(self, client: aioredis.Redis, stream: str, *, block_ms: int = 1000) -> None:
-        """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``)."""
-        self._client = client
-        self._stream = stream
-        self._block_ms = block_ms
-        self._waiting: dict[str, asyncio.Future[Reply]] = {}
-        self._last = "0-0"
-        self._task: asyncio.Task[None] | None = None
-        #: Told of a late reply (``data.late``): a command failed after its first answer.
-        self.on_late: Callable[[Reply], None] | None = None
-        #: Set once the reader knows where the stream ends; commands wait for it.
-        self.ready = asyncio.Event()
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="command-replies")
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)  # a single cancel can be swallowed (shared/aio.py)
-        for fut in self._waiting.values():
-            fut.cancel()
-        self._waiting.clear()
-
-    def healthy(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def expect(self, command_id: str) -> asyncio.Future[Reply]:
-        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
-        self._waiting[command_id] = fut
-        return fut
-
-    def forget(self, command_id: str) -> None:
-        self._waiting.pop(command_id, None)
-
-    async def _run(self) -> None:
-        backoff = Backoff(first_s=0.2, max_s=10.0)
-        while True:
-            try:
-                if not self.ready.is_set():
-                    # replies before the stream's current end are not ours to wait for
-                    newest: Any = await self._client.xrevrange(self._stream, count=1)
-                    if newest:
-                        self._last = newest[0][0].decode()
-                    self.ready.set()
-                response: Any = await self._client.xread(
-                    {self._stream: self._last}, count=100, block=self._block_ms
-                )
-                backoff.reset()
-            except REDIS_UNAVAILABLE as exc:
-                reraise_if_cancelling(exc)
-                delay = backoff.next()
-                log.warning("reply stream unavailable: %s; retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                continue
-            for _stream, entries in response or []:
-                for entry_id, fields in entries:
-                    self._last = entry_id.decode()
-                    self._resolve(fields)
-
-    def _resolve(self, fields: dict[bytes, bytes]) -> None:
-        try:
-            reply = Reply.from_fields(fields)
-        except EnvelopeError as exc:
-            log.warning("dropping malformed reply: %s", exc)
-            return
-        if reply.data.get(c.LATE):
-            if self.on_late is not None:
-                self.on_late(reply)
-            return
-        fut = self._waiting.pop(reply.command_id, None)
-        if fut is not None and not fut.done():
-            fut.set_result(reply)
-        else:
-            log.debug("reply to %s arrived with nobody waiting", reply.command_id)
-
-
 class GatewayCommands:
-    """The gateway's command router (``relaybus.gateway.handlers.CommandRouter``)."""
+    """The gateway's command router: prompt, interrupt_request, new_conversation, load_history."""
 
     def __init__(
         self,
         *,
         client: aioredis.Redis,
-        reader_client: aioredis.Redis,
         keys: Keys,
-        settings: Settings,
-        gateway_id: str,
+        link: CommandLink,
         metrics: GatewayMetrics,
         position: Callable[[], int],
-        block_ms: int = 1000,
     ) -> None:
         self._client = client
         self._keys = keys
-        self._timeout_s = settings.command_timeout_seconds
-        self._gateway_id = gateway_id
+        self._link = link
         self._metrics = metrics
         self._position = position
-        self.replies = ReplyReader(reader_client, keys.reply(gateway_id), block_ms=block_ms)
-        self.replies.on_late = self._late
+        link.replies.on_late = self._late
         #: Answered prompts by command id: (connection, request id, trace id, session, expiry).
         self._answered: OrderedDict[str, tuple[Connection, str | None, str | None, str, float]] = (
             OrderedDict()
@@ -155,30 +77,22 @@ class GatewayCommands:
         self._in_flight: dict[str, int] = {}
         self._history: dict[str, asyncio.Future[bool]] = {}
 
-    async def start(self) -> None:
-        self.replies.start()
-
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.replies.aclose()
 
-    async def handle(self, conn: Connection, msg: protocol.Command, head: int) -> None:
+    async def handle(self, conn: Connection, msg: protocol.Command) -> None:
         """Validate now (errors go back through the endpoint), answer from a task of its own."""
-        if msg.type not in c.COMMAND_TYPES:
-            raise ProtocolError(
-                ErrorCode.NOT_IMPLEMENTED, f"{msg.type} is not available yet", msg.requestId
-            )
         if isinstance(msg, protocol.Prompt):
             if msg.sessionId is None:
                 raise ProtocolError(
                     ErrorCode.INVALID_FIELD, "prompt needs a sessionId", msg.requestId
                 )
-            if not msg.message.strip() or len(msg.message) > c.MAX_MESSAGE_CHARS:
+            if not msg.message.strip() or len(msg.message) > MAX_MESSAGE_CHARS:
                 raise ProtocolError(
                     ErrorCode.INVALID_FIELD,
-                    f"message must be 1..{c.MAX_MESSAGE_CHARS} characters",
+                    f"message must be 1..{MAX_MESSAGE_CHARS} characters",
                     msg.requestId,
                 )
         if self._in_flight.get(conn.cid, 0) >= MAX_IN_FLIGHT:
@@ -207,7 +121,7 @@ class GatewayCommands:
             frame, outcome, cmd_id = await self.execute(msg)
         except RedisError as exc:
             log.warning("command %s: Redis error: %s", msg.type, exc)
-            frame = c.refusal(
+            frame = refusal(
                 msg.type,
                 ErrorCode.UNAVAILABLE,
                 "storage unavailable, retry",
@@ -217,7 +131,7 @@ class GatewayCommands:
             outcome = ErrorCode.UNAVAILABLE.value
         except Exception:  # a bug must still answer the request, and be seen
             log.exception("command %s failed", msg.type)
-            frame = c.refusal(
+            frame = refusal(
                 msg.type,
                 ErrorCode.BRIDGE_ERROR,
                 "internal error",
@@ -259,8 +173,8 @@ class GatewayCommands:
         conn, rid, trace, sid, _expiry = entry
         if conn.close_code is not None:
             return
-        frame = c.refusal(
-            c.PROMPT,
+        frame = refusal(
+            PROMPT,
             reply.code or ErrorCode.PROMPT_FAILED,
             reply.message or "the prompt failed",
             request_id=rid,
@@ -269,7 +183,7 @@ class GatewayCommands:
         frame["sessionId"] = sid
         frame["seqId"] = self._position()
         conn.send(frame)
-        self._metrics.commands.labels(c.PROMPT, f"late_{reply.code or 'error'}").inc()
+        self._metrics.commands.labels(PROMPT, f"late_{reply.code or 'error'}").inc()
         log.info(
             "command %s prompt session=%s request=%s: failed late: %s",
             reply.command_id,
@@ -283,7 +197,7 @@ class GatewayCommands:
         rid, trace = msg.requestId, msg.traceId
 
         def refuse(code: str, message: str) -> tuple[dict[str, Any], str, str]:
-            return c.refusal(msg.type, code, message, request_id=rid, trace_id=trace), code, "-"
+            return refusal(msg.type, code, message, request_id=rid, trace_id=trace), code, "-"
 
         payload: dict[str, Any] = {}
         sid = ""
@@ -305,28 +219,19 @@ class GatewayCommands:
                 payload["message"] = msg.message
         if not await self._client.exists(self._keys.host(host)):
             return refuse(ErrorCode.HOST_OFFLINE, f"machine {host!r} is offline")
-        cmd = Command(
-            id=str(uuid.uuid4()),
-            type=msg.type,
-            session_id=sid,
-            gateway_id=self._gateway_id,
-            deadline_ms=now_ms() + int(self._timeout_s * 1000),
-            payload=payload,
-            request_id=rid,
-            trace_id=trace,
-        )
-        reply = await self._round_trip(host, cmd)
+        cmd = self._link.command(msg.type, sid, payload=payload, request_id=rid, trace_id=trace)
+        reply = await self._link.round_trip(host, cmd)
         if reply is None:
-            frame = c.refusal(
+            frame = refusal(
                 msg.type,
                 ErrorCode.TIMEOUT,
-                f"machine {host!r} did not answer in {self._timeout_s:g}s",
+                f"machine {host!r} did not answer in {self._link.timeout_s:g}s",
                 request_id=rid,
                 trace_id=trace,
             )
             return frame, ErrorCode.TIMEOUT, cmd.id
         outcome = "ok" if reply.ok else (reply.code or "error")
-        return c.client_frame(cmd, reply), outcome, cmd.id
+        return client_frame(cmd, reply), outcome, cmd.id
 
     async def load_history(self, sid: str, host: str) -> bool:
         """Ask ``host`` to publish ``sid``'s history (``relaybus.collector.history``); True once it did.
@@ -348,40 +253,15 @@ class GatewayCommands:
         return ok
 
     async def _load_history(self, sid: str, host: str) -> bool:
-        if c.CAP_LOAD_HISTORY not in c.host_capabilities(
-            await self._client.get(self._keys.host(host))
-        ):
+        if CAP_LOAD_HISTORY not in host_capabilities(await self._client.get(self._keys.host(host))):
             log.info("history of %s not loaded: machine %s is offline or too old", sid, host)
             return False
-        cmd = Command(
-            id=str(uuid.uuid4()),
-            type=c.LOAD_HISTORY,
-            session_id=sid,
-            gateway_id=self._gateway_id,
-            deadline_ms=now_ms() + int(self._timeout_s * 1000),
-        )
-        reply = await self._round_trip(host, cmd)
+        cmd = self._link.command(LOAD_HISTORY, sid)
+        reply = await self._link.round_trip(host, cmd)
         outcome = "timeout" if reply is None else "ok" if reply.ok else (reply.code or "error")
-        self._metrics.commands.labels(c.LOAD_HISTORY, outcome).inc()
+        self._metrics.commands.labels(LOAD_HISTORY, outcome).inc()
         log.info("command %s load_history session=%s: %s", cmd.id, sid, outcome)
         return reply is not None and reply.ok
-
-    async def _round_trip(self, host: str, cmd: Command) -> Reply | None:
-        stream = self._keys.cmd(host)
-        fut = self.replies.expect(cmd.id)
-        started = time.monotonic()
-        try:
-            await asyncio.wait_for(self.replies.ready.wait(), self._timeout_s)
-            await ensure_group(self._client, stream)
-            fields = cmd.fields()
-            await self._client.xadd(stream, fields, maxlen=CMD_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            reply = await asyncio.wait_for(fut, self._timeout_s)
-        except TimeoutError:
-            return None
-        finally:
-            self.replies.forget(cmd.id)
-        self._metrics.command_round_trip.observe(time.monotonic() - started)
-        return reply
 
     async def _only_live_host(self) -> str | None:
         """The one machine whose heartbeat is current, from the ``hosts`` index (never a

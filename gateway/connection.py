@@ -13,6 +13,10 @@ Replays and resumes share the same byte budget: their producers queue one page a
 time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
 budget. Every socket write has a deadline; a client that takes no data for that long is
 dropped (4008, counted), so nothing waits for it and nothing piles up behind it.
+
+Over 300 lines on purpose: live delivery and the send queue share one byte budget and
+one close state (``flush`` writes now or queues by the queue's state; ``abort`` empties it
+and hands the sender its final frame), so one class keeps that invariant in one place.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ from typing import Any
 
 from starlette.websockets import WebSocketDisconnect
 
-from relaybus.gateway import protocol
+from relaybus.gateway import server_frames
 from relaybus.gateway.auth import Access
 from relaybus.gateway.events import Event
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.replay import Gap
-from relaybus.gateway.wsio import FrameSink, Outgoing, WriteTimeout
+from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.wsio import FrameSink, WriteTimeout
 from relaybus.shared.wire import frames
 from relaybus.shared.wire.errors import CloseCode
 
@@ -170,11 +175,8 @@ class Connection:
         return None
 
     def event_out(self, ev: Event, *, live: bool) -> Outgoing:
-        bo = self.blocks_only
-        wire = ev.wire(bo)
         # A raw-capable sink writes ``wire`` as is: no decoded copy is held per frame.
-        text = "" if self.sink.raw_ok else (ev.blocks_only_text if bo else ev.text)
-        return (text, ev.kind, ev.stamp_ms if live else 0, len(wire), wire)
+        return ev.out(blocks_only=self.blocks_only, raw=self.sink.raw_ok, live=live)
 
     def _buffer(self, buf: list[Event], ev: Event) -> None:
         if len(buf) >= self.buffer_max:
@@ -201,8 +203,7 @@ class Connection:
 
     @staticmethod
     def direct_out(frame: dict[str, Any]) -> Outgoing:
-        text = protocol.encode(frame)
-        return (text, str(frame["type"]), 0, len(text), None)
+        return server_frames.direct(frame)
 
     def send_burst(self, items: list[Outgoing]) -> None:
         """A replay: one queue entry, written back to back by the sender."""
@@ -211,7 +212,7 @@ class Connection:
 
     def gap_out(self, gap: Gap, *, session_id: str | None = None) -> Outgoing:
         self.metrics.gaps.labels(gap.reason).inc()
-        frame = protocol.gap_frame(gap.from_seq, gap.to_seq, gap.reason, session_id=session_id)
+        frame = server_frames.gap_frame(gap.from_seq, gap.to_seq, gap.reason, session_id=session_id)
         return self.direct_out(frame)
 
     def reset_epoch(self) -> None:
@@ -245,7 +246,7 @@ class Connection:
 
     def _push(self, items: list[Outgoing], live: int) -> None:
         self._queue.append((items, live))
-        self.queued_bytes += sum(item[3] for item in items)
+        self.queued_bytes += sum(item.size for item in items)
         if self.queued_bytes > self.budget_bytes // 2:
             self._room.clear()
         self._wake.set()
@@ -261,6 +262,22 @@ class Connection:
             self._room.clear()
             await self._room.wait()
         return self.close_code is None
+
+    async def send_replay(self, items: list[Outgoing]) -> bool:
+        """Queue a replay page in slices of a quarter of the byte budget, each once the
+        queue is down to half of it; ``False`` when the connection closed meanwhile."""
+        limit = max(self.budget_bytes // 4, 1)
+        at = 0
+        while at < len(items):
+            end, size = at, 0
+            while end < len(items) and (size == 0 or size < limit):
+                size += items[end].size
+                end += 1
+            if not await self.replay_room():
+                return False
+            self.send_burst(items[at:end])
+            at = end
+        return not self.closing()
 
     # --- closing -----------------------------------------------------------------------
 
@@ -322,7 +339,7 @@ class Connection:
             if self.close_code is not None:
                 break
             self._live_backlog -= live
-            self.queued_bytes -= sum(item[3] for item in items)
+            self.queued_bytes -= sum(item.size for item in items)
             if self.queued_bytes <= self.budget_bytes // 2:
                 self._room.set()
         if self._final is not None:
@@ -335,7 +352,7 @@ class Connection:
         while at < len(items):
             end, size = at, 0
             while end < len(items) and end - at < CHUNK and (size == 0 or size < CHUNK_BYTES):
-                size += items[end][3]
+                size += items[end].size
                 end += 1
             await self.sink.send_many(items[at:end])
             at = end
@@ -346,9 +363,9 @@ class Connection:
         m = self.metrics
         size = 0
         kinds: dict[str, int] = {}
-        for _text, kind, _stamp_ms, nbytes, _wire in items:
-            size += nbytes
-            kinds[kind] = kinds.get(kind, 0) + 1
+        for item in items:
+            size += item.size
+            kinds[item.kind] = kinds.get(item.kind, 0) + 1
         m.bytes_sent.inc(size)
         for kind, n in kinds.items():
             m.sent(kind).inc(n)

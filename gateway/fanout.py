@@ -23,7 +23,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway import protocol
+from relaybus.gateway import server_frames
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.events import Event, from_entry, seq_of
 from relaybus.gateway.metrics import GatewayMetrics
@@ -101,23 +101,25 @@ class Hub:
         """Offer each event to the connections that may receive it (no awaits), then queue
         each connection's share of the batch as one entry."""
         touched: list[Connection] = []
-        for ev in events:
-            if ev.session_scoped:
-                for conn in self.firehose:
-                    if conn.offer(ev):
-                        touched.append(conn)
-                group = self.watchers.get(ev.sid)
-                if group:
-                    for conn in group:
+        try:
+            for ev in events:
+                if ev.session_scoped:
+                    for conn in self.firehose:
                         if conn.offer(ev):
                             touched.append(conn)
-            elif ev.kind in frames.BROADCAST_KINDS:
-                for conn in self.connections:
-                    if conn.offer(ev):
-                        touched.append(conn)
-            self.position = ev.seq
-        if touched:
-            self._flush(touched, events)
+                    group = self.watchers.get(ev.sid)
+                    if group:
+                        for conn in group:
+                            if conn.offer(ev):
+                                touched.append(conn)
+                elif ev.kind in frames.BROADCAST_KINDS:
+                    for conn in self.connections:
+                        if conn.offer(ev):
+                            touched.append(conn)
+                self.position = ev.seq
+        finally:  # even if the reader crashes here: a staged batch left unflushed would stall
+            if touched:
+                self._flush(touched, events)
 
     def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
         """Flush each touched connection; count synchronous writes once per batch."""
@@ -127,8 +129,8 @@ class Hub:
             written = conn.flush()
             if written is not None:
                 for out in written:
-                    size += out[3]
-                    kinds[out[1]] = kinds.get(out[1], 0) + 1
+                    size += out.size
+                    kinds[out.kind] = kinds.get(out.kind, 0) + 1
         if not kinds:
             return
         m = self.metrics
@@ -156,14 +158,14 @@ class Hub:
             elif conn.welcomed and to_seq > conn.global_mark:  # not what its replay read
                 self.metrics.gaps.labels(READER_GAP).inc()
                 start = max(from_seq, conn.global_mark + 1)
-                conn.send(protocol.gap_frame(start, to_seq, READER_GAP))
+                conn.send(server_frames.gap_frame(start, to_seq, READER_GAP))
 
     def epoch_changed(self, new_epoch: str, old_position: int) -> None:
         """Redis lost its data: seqs restart; clients must drop what they hold."""
         log.warning("epoch changed to %s (was at seq %d): resetting", new_epoch, old_position)
         self.epoch = new_epoch
         self.position = 0
-        frame = protocol.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
+        frame = server_frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
             conn.reset_epoch()
             if conn.welcomed:  # the others compare epochs when their hello arrives
@@ -182,7 +184,7 @@ class Hub:
             from_seq,
         )
         self.position = from_seq - 1
-        frame = protocol.gap_frame(from_seq, old_position, REWOUND)
+        frame = server_frames.gap_frame(from_seq, old_position, REWOUND)
         for conn in self.connections:
             conn.rewind(from_seq - 1)
             if conn.welcomed:
@@ -232,19 +234,24 @@ class LogReader:
         self._stopping = True
 
     async def run(self) -> None:
+        """Read until stopped, riding out Redis outages; any other error ends it (the
+        runtime's supervisor logs, counts and restarts it). Not ready while not running."""
         backoff = Backoff(first_s=0.1, max_s=self.max_backoff_s)
-        while not self._stopping:
-            try:
-                await self._sync()
-                backoff.reset()
-                while not self._stopping:
-                    await self._step()
-            except REDIS_UNAVAILABLE as exc:
-                reraise_if_cancelling(exc)
-                self.synced.clear()
-                delay = backoff.next()
-                log.warning("log reader: %s; retrying in %.2fs", exc, delay)
-                await asyncio.sleep(delay)
+        try:
+            while not self._stopping:
+                try:
+                    await self._sync()
+                    backoff.reset()
+                    while not self._stopping:
+                        await self._step()
+                except REDIS_UNAVAILABLE as exc:
+                    reraise_if_cancelling(exc)
+                    self.synced.clear()
+                    delay = backoff.next()
+                    log.warning("log reader: %s; retrying in %.2fs", exc, delay)
+                    await asyncio.sleep(delay)
+        finally:
+            self.synced.clear()
 
     async def _sync(self) -> None:
         """On start and after every reconnect: compare the epoch, then resume from position."""

@@ -76,6 +76,12 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         )
+        self.task_crashes = Counter(
+            f"{p}task_crashes_total",
+            "Supervised task crashes, by task",
+            ["task"],
+            registry=registry,
+        )
         self._sent: dict[str, Counter] = {}
 
     def sent(self, kind: str) -> Counter:

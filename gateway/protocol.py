@@ -1,4 +1,5 @@
-"""The client side of the wire protocol: parse and validate frames, build server replies.
+"""The client side of the wire protocol: parse and validate client frames (replies are built
+in :mod:`relaybus.gateway.server_frames`).
 
 Pure: no sockets, no Redis. A bad frame becomes a :class:`ProtocolError` carrying the
 protocol error code; the connection layer turns it into an ``error`` frame.
@@ -6,7 +7,7 @@ protocol error code; the connection layer turns it into an ``error`` frame.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -146,39 +147,3 @@ def accepted_capabilities(requested: list[str]) -> list[str]:
     """The requested capabilities this server knows, in the server's order."""
     wanted = set(requested)
     return [c for c in KNOWN_CAPABILITIES if c in wanted]
-
-
-def encode(frame: dict[str, Any]) -> str:
-    return orjson.dumps(frame).decode()
-
-
-def with_request(frame: dict[str, Any], request_id: str | None) -> dict[str, Any]:
-    if request_id is not None:
-        frame["requestId"] = request_id
-    return frame
-
-
-def error_frame(code: str, message: str, request_id: str | None, seq_id: int) -> dict[str, Any]:
-    return with_request(
-        {"type": "error", "code": code, "message": message, "seqId": seq_id}, request_id
-    )
-
-
-def gap_frame(
-    from_seq: int,
-    to_seq: int,
-    reason: str,
-    *,
-    session_id: str | None = None,
-    epoch: str | None = None,
-) -> dict[str, Any]:
-    """``gap_detected``. Its ``seqId`` is the last seq before the gap: a client that keeps
-    the highest ``seqId`` it saw never moves past what it was actually given."""
-    frame: dict[str, Any] = {"type": "gap_detected"}
-    if session_id is not None:
-        frame["sessionId"] = session_id
-    frame.update(fromSeqId=from_seq, toSeqId=to_seq, reason=reason)
-    if epoch is not None:
-        frame["epoch"] = epoch
-    frame["seqId"] = max(from_seq - 1, 0)
-    return frame

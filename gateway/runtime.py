@@ -1,4 +1,9 @@
-"""The gateway's resources, composed and torn down in order (the FastAPI lifespan uses it)."""
+"""The gateway's resources, composed and torn down in order (the FastAPI lifespan uses it).
+
+Its background tasks (the log reader, the reply reader, the watcher counts) run under one
+supervisor policy (:func:`relaybus.gateway.tasks.supervise`): a crash is logged, counted and
+restarted with backoff, and ``/readyz`` answers 503 while the log or reply reader is down.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 import redis.asyncio as aioredis
@@ -13,11 +19,14 @@ from prometheus_client import CollectorRegistry
 
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import TokenTable
+from relaybus.gateway.command_link import CommandLink
 from relaybus.gateway.commands import GatewayCommands
 from relaybus.gateway.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.fanout import Hub, LogReader
-from relaybus.gateway.handlers import CommandRouter, Handlers
+from relaybus.gateway.handlers import Handlers
 from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.push.service import PushService
+from relaybus.gateway.tasks import supervise
 from relaybus.gateway.web_security import OriginPolicy
 from relaybus.shared.aio import cancel_and_wait
 from relaybus.shared.settings import Settings
@@ -38,7 +47,6 @@ class Runtime:
         settings: Settings,
         registry: CollectorRegistry,
         *,
-        commands: CommandRouter | None = None,
         reader_block_ms: int = READER_BLOCK_MS,
         hello_grace_s: float = 1.0,
         auth_timeout_s: float = 10.0,
@@ -55,23 +63,29 @@ class Runtime:
         self.reader = LogReader(
             self._reader_client, self.keys, self.hub, self.metrics, block_ms=reader_block_ms
         )
-        self.gateway_commands = GatewayCommands(
+        self.link = CommandLink(
             client=self.client,
             reader_client=self._reader_client,
             keys=self.keys,
-            settings=settings,
             gateway_id=self.gateway_id,
+            timeout_s=settings.command_timeout_seconds,
+            round_trip_seconds=self.metrics.command_round_trip,
+            block_ms=reader_block_ms,
+        )
+        self.gateway_commands = GatewayCommands(
+            client=self.client,
+            keys=self.keys,
+            link=self.link,
             metrics=self.metrics,
             position=lambda: self.hub.position,
-            block_ms=reader_block_ms,
         )
         self.approvals = GatewayApprovals(
             client=self.client,
             keys=self.keys,
             hub=self.hub,
             gateway_id=self.gateway_id,
+            link=self.link,
             metrics=self.metrics,
-            command_timeout_s=settings.command_timeout_seconds,
             watchers_ttl_s=settings.watchers_ttl_s,
         )
         self.handlers = Handlers(
@@ -81,9 +95,8 @@ class Runtime:
             metrics=self.metrics,
             gateway_id=self.gateway_id,
             replay_depth=settings.replay_depth,
-            commands=commands or self.gateway_commands,
+            commands=self.gateway_commands,
             approvals=self.approvals,
-            history_loader=self.gateway_commands,
         )
         self.endpoint = Endpoint(
             hub=self.hub,
@@ -102,13 +115,32 @@ class Runtime:
                 origins=OriginPolicy.parse(settings.allowed_origins),
             ),
         )
-        self._reader_task: asyncio.Task[None] | None = None
+        self.push = PushService(
+            settings,
+            registry,
+            client=self.client,
+            keys=self.keys,
+            gateway_id=self.gateway_id,
+            tokens=self.tokens,
+            approvals=self.approvals,
+            block_ms=reader_block_ms,
+        )
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> Runtime:
-        await self.gateway_commands.start()
-        self.approvals.start()
-        self._reader_task = asyncio.create_task(self.reader.run(), name="log-reader")
-        self._reader_task.add_done_callback(self._reader_done)
+        jobs: dict[str, Callable[[], Awaitable[None]]] = {
+            "log-reader": self.reader.run,
+            "command-replies": self.link.replies.run,
+            "watcher-counts": self.approvals.run,
+        }
+        self._tasks = [
+            asyncio.create_task(
+                supervise(name, job, self._stop, self.metrics.task_crashes), name=name
+            )
+            for name, job in jobs.items()
+        ]
+        await self.push.__aenter__()
         log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
         return self
 
@@ -119,26 +151,26 @@ class Runtime:
         tb: TracebackType | None,
     ) -> None:
         self.close_connections(CloseCode.SERVICE_RESTART)
+        self._stop.set()
         self.reader.stop()
-        if self._reader_task is not None:
-            await cancel_and_wait(self._reader_task)
+        for task in self._tasks:
+            await cancel_and_wait(task)
+        await self.push.__aexit__(None, None, None)
         await self.gateway_commands.aclose()
+        self.link.replies.close()
         await self.approvals.aclose()
         await self.client.aclose()
         await self._reader_client.aclose()
         log.info("gateway %s stopped", self.gateway_id)
 
-    def _reader_done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("log reader crashed", exc_info=task.exception())
-
     def close_connections(self, code: int) -> None:
         self.hub.close_all(code, "gateway shutting down")
 
     async def ready(self) -> bool:
-        """Redis answers, and the reader task is alive and looped recently."""
-        task = self._reader_task
-        if task is None or task.done() or not self.gateway_commands.replies.healthy():
+        """Redis answers, the reply reader runs, and the log reader runs and looped recently."""
+        if not self._tasks or any(task.done() for task in self._tasks):
+            return False
+        if not self.link.replies.healthy():
             return False
         if not self.reader.healthy(slack_s=self.settings.redis_socket_timeout_s + 1):
             return False

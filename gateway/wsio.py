@@ -18,15 +18,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
+from relaybus.gateway.server_frames import Outgoing
+
 try:  # uvicorn's sans-I/O implementation (the one relaybus.gateway.main configures)
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 except ImportError:  # pragma: no cover - other servers use the ASGI path
     WebSocketsSansIOProtocol = None  # type: ignore[assignment,misc]
-
-
-#: (text, frame type, collector stamp ms or 0 for non-live frames, byte length,
-#:  the pre-encoded WebSocket frame or None)
-Outgoing = tuple[str, str, int, int, bytes | None]
 
 
 class WriteTimeout(Exception):
@@ -63,7 +60,7 @@ class AsgiSink:
         for item in items:
             try:
                 async with asyncio.timeout(self.write_timeout_s):
-                    await self.ws.send_text(item[0])
+                    await self.ws.send_text(item.text)
             except TimeoutError:
                 raise WriteTimeout from None
 
@@ -126,11 +123,11 @@ class BurstSink:
             raise InvalidState("connection is not open")
         chunks: list[bytes] = []
         raw_ok = self.raw_ok
-        for text, _kind, _stamp, _size, wire in items:
-            if wire is not None and raw_ok:
-                chunks.append(wire)
+        for item in items:
+            if item.wire is not None and raw_ok:
+                chunks.append(item.wire)
             else:
-                conn.send_text(text.encode())
+                conn.send_text(item.text.encode())
                 chunks.extend(conn.data_to_send())
         self.proto.transport.write(b"".join(chunks))
 

@@ -79,6 +79,14 @@ GATEWAY_FIELDS = [
     "header_timeout_s",
     "max_connections",
     "allowed_origins",
+    "push_enabled",
+    "push_public_url",
+    "push_subject",
+    "push_done_after_seconds",
+    "push_claim_idle_s",
+    "push_max_age_s",
+    "push_ttl_s",
+    "notify_urls",
 ]
 #: Settings read from the environment only, never a flag: name -> why (checked by
 #: tests/shared/test_cli.py: every other setting is a flag of some subcommand).
@@ -110,6 +118,12 @@ def _run_doctor(settings: Settings) -> int:
     return run(settings)
 
 
+def _run_push(settings: Settings, *, rotate: bool = False) -> int:
+    from relaybus.gateway.push.keys_cli import run
+
+    return run(settings, rotate=rotate)
+
+
 # name → (run, its settings, summary). Each run imports its module when called: a command
 # loads only its own side (and the hook subcommands none of them).
 COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
@@ -127,6 +141,11 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
         _run_up,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
+    ),
+    "push": (
+        _run_push,
+        SHARED_FIELDS,
+        "push keys [--rotate]: print the fleet's Web Push (VAPID) public key; --rotate makes a new pair",
     ),
     "doctor": (
         _run_doctor,
@@ -166,6 +185,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             continue
         p = sub.add_parser(name, help=summary, description=summary)
+        if name == "push":
+            p.add_argument("action", choices=["keys"], help="what to manage")
+            p.add_argument(
+                "--rotate",
+                action="store_true",
+                help="replace the key pair (every device must turn push on again)",
+            )
         _add_setting_options(p, fields)
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in hookcli.SUBCOMMANDS.items():
@@ -210,6 +236,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    if args.command == "push":
+        return _run_push(settings, rotate=args.rotate)
     return COMMANDS[args.command][0](settings)
 
 

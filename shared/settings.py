@@ -27,7 +27,7 @@ class SettingsError(Exception):
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 #: Never echoed in an error message: they hold passwords and token secrets.
-SECRET_FIELDS = frozenset({"redis_url", "tokens", "redis_sentinel_password"})
+SECRET_FIELDS = frozenset({"redis_url", "tokens", "redis_sentinel_password", "notify_urls"})
 
 
 def check_redis_url(url: str) -> None:
@@ -348,6 +348,48 @@ class Settings(BaseSettings):
     approval_socket: Path | None = Field(
         default=None,
         description="path of the approval socket instead (its directory must be private: 0700, yours)",
+    )
+
+    # --- push (gateway) ------------------------------------------------------------------
+    push_enabled: bool = Field(
+        default=True,
+        description="push to subscribed devices (Web Push) and RELAYBUS_NOTIFY_URLS from this gateway",
+    )
+    push_public_url: str = Field(
+        default="",
+        description="the web client's public URL (https://host/), for the links in Apprise messages",
+    )
+    push_subject: str = Field(
+        default="mailto:relaybus@localhost",
+        description="VAPID 'sub' claim the push services may contact: mailto:you@example.com or an https URL",
+    )
+    push_done_after_seconds: float = Field(
+        default=30,
+        ge=0,
+        le=86_400,
+        description="a turn that ran at least this long is pushed as 'Done' when it ends",
+    )
+    push_claim_idle_s: float = Field(
+        default=10,
+        gt=0,
+        le=3600,
+        description="an event a gateway took but did not finish in this time is taken over by another (XAUTOCLAIM)",
+    )
+    push_max_age_s: float = Field(
+        default=300,
+        gt=0,
+        le=86_400,
+        description="events older than this when a gateway reaches them are not pushed (dropped: stale)",
+    )
+    push_ttl_s: int = Field(
+        default=86_400,
+        ge=0,
+        le=2_419_200,
+        description="how long a push service keeps an undelivered notification (a permission request: until it expires)",
+    )
+    notify_urls: SecretStr = Field(
+        default=SecretStr(""),
+        description="Apprise URLs (ntfy://, tgram://, slack://, json://, mailto://, …), separated by spaces or commas",
     )
 
     @field_validator("log_level", mode="before")

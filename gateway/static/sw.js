@@ -1,7 +1,9 @@
 // Service worker: caches the app shell only (never messages, never /ws or API responses).
 // Network first, so a new deploy takes effect at once; the cache is the offline fallback.
 
-const CACHE = "relaybus-shell-v4";
+importScripts("push-sw.js");
+
+const CACHE = "relaybus-shell-v5";
 const SHELL = [
   "./",
   "index.html",
@@ -23,6 +25,8 @@ const SHELL = [
   "markdown.js",
   "newConversation.js",
   "permissionCard.js",
+  "push-sw.js",
+  "pushSettings.js",
   "render.js",
   "sessionState.js",
   "store.js",

@@ -78,6 +78,29 @@ class Keys:
         """The session's last request to end: ``{requestKey, decision, resolvedAt}``."""
         return f"{self.prefix}session:{sid}:approval_resolved"
 
+    @property
+    def push_vapid(self) -> str:
+        """The fleet's Web Push (VAPID) key pair, JSON ``{private, public}``."""
+        return f"{self.prefix}push:vapid"
+
+    @property
+    def push_subs(self) -> str:
+        """Hash subscription id -> JSON push subscription (with the device's preferences)."""
+        return f"{self.prefix}push:subs"
+
+    @property
+    def push_turns(self) -> str:
+        """Hash sid -> ms the session's turn started working (for the "Done" push)."""
+        return f"{self.prefix}push:turns"
+
+    def push_cap(self, digest: str) -> str:
+        """A single-use capability (by its sha256) to decide one permission request."""
+        return f"{self.prefix}push:cap:{digest}"
+
+    def push_done(self, event: str, target: str) -> str:
+        """Claim of one push (event, target), ``SET NX`` before sending."""
+        return f"{self.prefix}push:done:{event}:{target}"
+
 
 #: The consumer group every collector reads its ``cmd:<host>`` stream with.
 GROUP = "collectors"

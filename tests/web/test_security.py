@@ -29,7 +29,7 @@ def test_fragment_token_link_signs_in_under_the_csp(page: Page, stack: Stack) ->
     loaded = page.evaluate(
         "performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
     )
-    modules = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js"}
+    modules = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js", "/push-sw.js"}
     assert modules <= set(loaded), "every module is fetched from this origin"
     assert violations == []
 

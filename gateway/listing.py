@@ -1,4 +1,5 @@
-"""Session metadata from Redis: the ``sessions`` zset plus one hash per session (pipelined)."""
+"""What ``list_sessions`` answers: SessionInfo from the ``sessions`` zset plus one hash per
+session (pipelined), and the machines whose collector beats now."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import redis.asyncio as aioredis
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
-from relaybus.shared.wire import frames
 from relaybus.shared.wire.commands import host_capabilities
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
@@ -52,17 +52,6 @@ def session_info(sid: str, row: SessionRow) -> dict[str, Any]:
     if row.waiting_for:
         info["waitingFor"] = row.waiting_for
     return info
-
-
-def turn_status_frame(sid: str, row: SessionRow, seq_id: int) -> dict[str, Any] | None:
-    """The session's current turn state as a ``turn_status`` frame, if the hash has one."""
-    if not row.state:
-        return None
-    frame = frames.turn_status_frame(
-        sid, state=row.state, since=row.since, waiting_for=row.waiting_for
-    )
-    frame["seqId"] = seq_id
-    return frame
 
 
 async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]:

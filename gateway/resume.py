@@ -1,0 +1,177 @@
+"""``hello`` and the resume of the log stream (the client's ``lastSeqId``), or the live start
+of a v1 client.
+
+The connection buffers live events from its first moment; the log after the client's
+position is queued page by page within its byte budget until it meets that buffer, and the
+merge (:mod:`relaybus.gateway.replay`) places every event once, in order, with the gaps
+the client must hear of (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from relaybus.gateway import history, protocol, server_frames
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import ProtocolError
+from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
+from relaybus.gateway.server_frames import Outgoing
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.errors import CloseCode, ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class Resumer:
+    """Welcomes connections and brings each to the live edge of the log."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: Keys,
+        hub: Hub,
+        metrics: GatewayMetrics,
+        gateway_id: str,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.hub = hub
+        self.metrics = metrics
+        self.gateway_id = gateway_id
+
+    async def hello(self, conn: Connection, msg: protocol.Hello) -> None:
+        if conn.hello_done:
+            raise ProtocolError(ErrorCode.BAD_STATE, "hello was already sent", msg.requestId)
+        conn.hello_done = True
+        caps = protocol.accepted_capabilities(msg.capabilities)
+        conn.subscriptions = protocol.SESSION_SUBSCRIPTIONS in caps
+        conn.observe = protocol.TURN_STATUS_OBSERVE in caps
+        conn.blocks_only = protocol.BLOCKS_ONLY in caps
+        if conn.global_buffer is None:  # late hello: already live as v1; buffer again
+            # Everything dispatched so far was offered to it live: a resume must not repeat it.
+            conn.global_mark = max(conn.global_mark, self.hub.position)
+            conn.global_buffer = []
+            conn.buffer_floor = self.hub.position
+            self.hub.refresh(conn)
+        conn.send(
+            server_frames.welcome(
+                caps, self.hub.epoch, self.gateway_id, self.hub.position, msg.requestId
+            )
+        )
+        conn.welcomed = True
+        await self._resume_or_close(conn, msg.lastSeqId, msg.epoch, msg.requestId)
+
+    async def _resume_or_close(
+        self, conn: Connection, last: int | None, epoch: str | None, request_id: str | None
+    ) -> None:
+        try:
+            await self._resume(conn, last, epoch)
+        except RedisError as exc:
+            # The connection is buffering and cannot be completed: close it so the client
+            # resumes (here or elsewhere) instead of silently receiving nothing.
+            log.warning("connection %s: resume failed: %s", conn.cid, exc)
+            final = server_frames.error_frame(
+                ErrorCode.UNAVAILABLE, "resume failed, reconnect", request_id, self.hub.position
+            )
+            conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
+
+    async def _resume(self, conn: Connection, last: int | None, epoch: str | None) -> None:
+        items: list[Outgoing] = []
+        if last is None:
+            merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
+            self._finish_global(conn, merged, items, conn.buffer_floor)
+            return
+        page = await history.read_log_page(self.client, self.keys, last, count=1)
+        if (epoch is not None and epoch != page.epoch) or last > page.head:
+            items.append(
+                conn.direct_out(server_frames.gap_frame(1, last, "epoch", epoch=page.epoch))
+            )
+            self.metrics.gaps.labels("epoch").inc()
+            last = 0
+        floor = max(last, conn.global_mark)
+        self.metrics.replays.inc()
+        covered = await self._replay_log_after(conn, floor, items)
+        if covered is None:
+            return  # closed meanwhile
+        merged = merge([], conn.global_buffer or [], floor=covered, holes=False)
+        self._finish_global(conn, merged, items, covered)
+
+    async def _replay_log_after(
+        self, conn: Connection, floor: int, items: list[Outgoing]
+    ) -> int | None:
+        """Queue the entitled log entries after ``floor``, page by page, until they meet the
+        live buffer; the highest seq covered (``None``: the connection closed meanwhile).
+
+        Each page is queued within the connection's byte budget before the next is read,
+        so memory follows one page, not the log. The log is trimmed only at its head, so
+        entries after the first are contiguous: only a leading gap is possible.
+        """
+        cursor = floor
+        first_page = True
+        replayed = 0
+        while True:
+            page = await history.read_log_page(self.client, self.keys, cursor)
+            buf = conn.global_buffer
+            if conn.closing() or buf is None:
+                return None
+            if first_page:
+                first_page = False
+                first = (
+                    page.events[0].seq
+                    if page.events
+                    else next((e.seq for e in buf if e.seq > floor), None)
+                )
+                gap = leading_gap(floor, first, page.head)
+                if gap is not None:
+                    items.append(conn.gap_out(gap))
+            stop_at = buf[0].seq if buf else None
+            met_buffer = False
+            for ev in page.events:
+                if stop_at is not None and ev.seq >= stop_at:
+                    met_buffer = True
+                    break
+                cursor = ev.seq
+                if conn.entitled(ev):
+                    items.append(conn.event_out(ev, live=False))
+                    replayed += 1
+            if met_buffer or len(page.events) < history.RESUME_PAGE:
+                self.metrics.replayed_events.inc(replayed)
+                return cursor
+            if not await conn.send_replay(items):
+                return None
+            items.clear()
+
+    async def resolve_v1(self, conn: Connection) -> None:
+        """No hello (first message was something else, or the grace period ran out): a v1
+        client, resumed from the URL's ``?lastSeqId=`` (and ``?epoch=``) when it gave one."""
+        if conn.global_buffer is None or conn.hello_done or conn.close_code is not None:
+            return
+        conn.welcomed = True
+        if conn.url_last_seq is None:
+            merged = merge([], conn.global_buffer, floor=conn.buffer_floor)
+            self._finish_global(conn, merged, [], conn.buffer_floor)
+            return
+        await self._resume_or_close(conn, conn.url_last_seq, conn.url_epoch, None)
+
+    def _finish_global(
+        self, conn: Connection, merged: Merged, items: list[Outgoing], covered: int
+    ) -> None:
+        replayed = 0
+        for item in with_held_gaps(merged, conn.held_gaps, covered):
+            if isinstance(item, Gap):
+                items.append(conn.gap_out(item))
+            elif conn.entitled(item):
+                items.append(conn.event_out(item, live=False))
+                replayed += 1
+        self.metrics.replayed_events.inc(replayed)
+        conn.global_mark = max(merged.last_seq, conn.buffer_floor)
+        conn.global_buffer = None
+        conn.held_gaps = []
+        self.hub.refresh(conn)
+        conn.send_burst(items)

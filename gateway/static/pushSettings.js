@@ -1,0 +1,211 @@
+// The push settings screen: turn notifications on for this device and pick what reaches it
+// (events, machines, muted sessions), and Mute/Unmute in a chat's header. Self-contained: it
+// adds its buttons to the headers in index.html and reads the token the app keeps in
+// localStorage.
+
+const TOKEN_KEY = "relaybus.token";
+const EVENTS = [
+  ["approvals", "Permission requests (Approve / Deny)"],
+  ["waiting", "Waiting for you"],
+  ["done", "Long turns done"],
+  ["notify", "Claude's own notifications"],
+  ["failures", "Failures"],
+];
+const DEFAULTS = ["approvals", "waiting", "done", "notify"];
+
+const token = () => localStorage.getItem(TOKEN_KEY) ?? "";
+const supported = () => "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+const standalone = () =>
+  window.matchMedia?.("(display-mode: standalone)").matches || navigator.standalone === true;
+const isIos = () => /iPad|iPhone|iPod/.test(navigator.userAgent);
+
+function b64ToBytes(b64) {
+  const pad = "=".repeat((4 - (b64.length % 4)) % 4);
+  const raw = atob((b64 + pad).replace(/-/g, "+").replace(/_/g, "/"));
+  return Uint8Array.from(raw, (c) => c.charCodeAt(0));
+}
+
+async function api(method, path, body) {
+  const res = await fetch(path, {
+    method,
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token()}` },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(data.message || `HTTP ${res.status}`);
+  return data;
+}
+
+async function currentSubscription() {
+  const reg = await navigator.serviceWorker.ready;
+  return reg.pushManager.getSubscription();
+}
+
+/** Subscribe this device (asking for permission) and store it with ``prefs``. */
+export async function enablePush(prefs) {
+  if ((await Notification.requestPermission()) !== "granted") throw new Error("Notifications are blocked for this site");
+  const reg = await navigator.serviceWorker.ready;
+  const { publicKey } = await fetch("push/key").then((r) => r.json());
+  let sub = await reg.pushManager.getSubscription();
+  const key = sub?.options?.applicationServerKey;
+  if (sub && key && btoa(String.fromCharCode(...new Uint8Array(key))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") !== publicKey) {
+    await sub.unsubscribe(); // the server's key was rotated
+    sub = null;
+  }
+  sub ??= await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64ToBytes(publicKey) });
+  return api("PUT", "push/subscription", { subscription: sub.toJSON(), prefs });
+}
+
+export async function disablePush() {
+  const sub = await currentSubscription();
+  if (!sub) return;
+  await api("DELETE", "push/subscription", { endpoint: sub.endpoint }).catch(() => null);
+  await sub.unsubscribe();
+}
+
+function el(tag, attrs = {}, ...kids) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  node.append(...kids);
+  return node;
+}
+
+function splitList(text) {
+  return text.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
+}
+
+function buildDialog() {
+  const dlg = el("dialog", { id: "push-settings", class: "push-settings", "aria-labelledby": "push-title" });
+  const status = el("p", { id: "push-status", class: "muted small", role: "status" });
+  const hint = el("p", { id: "push-ios-hint", class: "muted small", hidden: "" });
+  hint.textContent = "On iPhone and iPad: Share → Add to Home Screen, then open relaybus from there to turn notifications on.";
+  const events = el("fieldset", {}, el("legend", { text: "Notify me about" }));
+  for (const [name, label] of EVENTS) {
+    const box = el("input", { type: "checkbox", name: "event", value: name, id: `push-ev-${name}` });
+    events.append(el("label", { for: `push-ev-${name}` }, box, ` ${label}`));
+  }
+  const hosts = el("input", { id: "push-hosts", type: "text", placeholder: "all machines" });
+  const muted = el("input", { id: "push-muted", type: "text", placeholder: "no muted sessions" });
+  const on = el("button", { id: "push-on", type: "button", text: "Turn on" });
+  const off = el("button", { id: "push-off", type: "button", class: "link", text: "Turn off" });
+  const close = el("button", { id: "push-close", type: "button", class: "link", text: "Close" });
+  dlg.append(
+    el("h2", { id: "push-title", text: "Notifications" }),
+    status,
+    hint,
+    events,
+    el("label", { for: "push-hosts", text: "Machines (comma-separated)" }),
+    hosts,
+    el("label", { for: "push-muted", text: "Muted session ids" }),
+    muted,
+    el("div", { class: "push-buttons" }, on, off, close),
+  );
+  return dlg;
+}
+
+function readPrefs(dlg) {
+  return {
+    events: [...dlg.querySelectorAll('input[name="event"]:checked')].map((b) => b.value),
+    hosts: splitList(dlg.querySelector("#push-hosts").value),
+    muted: splitList(dlg.querySelector("#push-muted").value),
+  };
+}
+
+function showPrefs(dlg, prefs) {
+  for (const box of dlg.querySelectorAll('input[name="event"]')) box.checked = prefs.events.includes(box.value);
+  dlg.querySelector("#push-hosts").value = prefs.hosts.join(", ");
+  dlg.querySelector("#push-muted").value = prefs.muted.join(", ");
+}
+
+async function refresh(dlg) {
+  const status = dlg.querySelector("#push-status");
+  dlg.querySelector("#push-ios-hint").hidden = !(isIos() && !standalone());
+  if (!supported()) {
+    status.textContent = "This browser cannot receive push notifications.";
+    return;
+  }
+  const sub = await currentSubscription().catch(() => null);
+  if (!sub) {
+    showPrefs(dlg, { events: DEFAULTS, hosts: [], muted: [] });
+    status.textContent = "Off on this device.";
+    return;
+  }
+  const found = await api("POST", "push/subscription/get", { endpoint: sub.endpoint }).catch(() => null);
+  showPrefs(dlg, found?.prefs ?? { events: DEFAULTS, hosts: [], muted: [] });
+  status.textContent = found ? "On for this device." : "Off on this device (turn it on again).";
+}
+
+function mount() {
+  const bar = document.querySelector("#list-view header.bar");
+  if (!bar || document.querySelector("#push-open")) return;
+  const dlg = buildDialog();
+  document.body.append(dlg);
+  const open = el("button", { id: "push-open", type: "button", class: "link", text: "Notifications" });
+  bar.insertBefore(open, document.querySelector("#signout"));
+  const status = dlg.querySelector("#push-status");
+  const run = (fn) => async () => {
+    try {
+      await fn();
+      await refresh(dlg);
+    } catch (err) {
+      status.textContent = err.message;
+    }
+  };
+  open.addEventListener("click", () => {
+    dlg.showModal();
+    refresh(dlg);
+  });
+  dlg.querySelector("#push-on").addEventListener("click", run(() => enablePush(readPrefs(dlg))));
+  dlg.querySelector("#push-off").addEventListener("click", run(disablePush));
+  dlg.querySelector("#push-close").addEventListener("click", () => dlg.close());
+}
+
+const openSid = () => {
+  const m = /^#\/s\/([^/?]+)/.exec(location.hash);
+  try {
+    return m ? decodeURIComponent(m[1]) : null;
+  } catch {
+    return null; // a malformed link: the app shows the list
+  }
+};
+
+/** The chat header's Mute/Unmute, shown while this device has push on. */
+function mountMute() {
+  const bar = document.querySelector("#chat-view header.bar");
+  if (!bar || document.querySelector("#push-mute")) return;
+  const btn = el("button", { id: "push-mute", type: "button", class: "link", hidden: "" });
+  bar.append(btn);
+  let prefs = null;
+  const sync = async () => {
+    const sid = openSid();
+    const sub = sid && supported() ? await currentSubscription().catch(() => null) : null;
+    const found = sub ? await api("POST", "push/subscription/get", { endpoint: sub.endpoint }).catch(() => null) : null;
+    prefs = found?.prefs ?? null;
+    btn.hidden = !prefs;
+    if (!prefs) return;
+    const muted = prefs.muted.includes(sid);
+    btn.textContent = muted ? "Unmute" : "Mute";
+    btn.setAttribute("aria-pressed", String(muted));
+  };
+  btn.addEventListener("click", async () => {
+    const sid = openSid();
+    const sub = await currentSubscription().catch(() => null);
+    if (!sid || !sub || !prefs) return;
+    const muted = prefs.muted.includes(sid) ? prefs.muted.filter((m) => m !== sid) : [...prefs.muted, sid];
+    await api("PUT", "push/subscription", { subscription: sub.toJSON(), prefs: { ...prefs, muted } }).catch(() => null);
+    await sync();
+  });
+  window.addEventListener("hashchange", sync);
+  sync();
+}
+
+function start() {
+  mount();
+  mountMute();
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();

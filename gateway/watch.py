@@ -1,0 +1,190 @@
+"""``watch_session``: subscribe, replay the session's recent history (or everything after
+``sinceSeqId``), then switch to live delivery without a duplicate or a hole.
+
+The connection is subscribed (buffering) *before* the history is read; pages are queued
+within its byte budget until they meet the buffer, and the merge by ``sessionSeq``
+(:mod:`relaybus.gateway.replay`) reports holes. Observers then get the session's current
+``turn_status``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from relaybus.gateway import history, protocol, server_frames
+from relaybus.gateway.approvals import GatewayApprovals
+from relaybus.gateway.commands import GatewayCommands
+from relaybus.gateway.connection import Connection
+from relaybus.gateway.fanout import Hub
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.protocol import ProtocolError
+from relaybus.gateway.replay import Gap, Merged, merge
+from relaybus.gateway.server_frames import Outgoing
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.session_row import SessionRow
+from relaybus.shared.wire.errors import CloseCode, ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class Watches:
+    """Serves ``watch_session`` for every connection of the process."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: Keys,
+        hub: Hub,
+        metrics: GatewayMetrics,
+        replay_depth: int,
+        commands: GatewayCommands,
+        approvals: GatewayApprovals,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.hub = hub
+        self.metrics = metrics
+        self.replay_depth = replay_depth
+        #: Asks a session's machine to publish a history it only listed (old sessions).
+        self.commands = commands
+        self.approvals = approvals
+
+    async def watch(self, conn: Connection, msg: protocol.WatchSession) -> None:
+        sid = msg.sessionId
+        was_watched = sid in conn.watched
+        conn.watch_buffers[sid] = []
+        self.hub.watch(conn, sid)
+        await self.approvals.sync(sid)  # counted before the ack: a request may follow at once
+        history_loaded = True
+        try:
+            head = await self._read_session(msg)
+            row = SessionRow.parse(head.row)
+            if row.history_loaded is False:
+                history_loaded = await self._load_history(sid, row)
+                head = await self._read_session(msg)
+                row = SessionRow.parse(head.row)
+            if not head.row and not await self.client.exists(self.keys.reservation(sid)):
+                raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
+        except BaseException:
+            self._cancel_watch(conn, sid, was_watched)
+            raise
+        ack_frame = server_frames.watch_ack(
+            sid, True, self.hub.position, msg.requestId, msg.traceId
+        )
+        if not history_loaded:
+            ack_frame["historyLoaded"] = False
+        items: list[Outgoing] = [conn.direct_out(ack_frame)]
+        since, after = msg.sinceSeqId, head.after
+        if since is not None and since > head.head:
+            items.append(
+                conn.direct_out(server_frames.gap_frame(1, since, "epoch", session_id=sid))
+            )
+            self.metrics.gaps.labels("epoch").inc()
+            since = after = 0
+        gap = _session_leading_gap(since, head)
+        if gap is not None:
+            items.append(conn.gap_out(gap, session_id=sid))
+        self.metrics.replays.inc()
+        ack = items[0]
+        try:
+            merged = await self._replay_session(conn, sid, after, items)
+        except RedisError as exc:
+            self._cancel_watch(conn, sid, was_watched)
+            if not items or items[0] is not ack:  # pages were sent: the client starts over
+                log.warning("connection %s: replay of %s failed: %s", conn.cid, sid, exc)
+                final = server_frames.error_frame(
+                    ErrorCode.UNAVAILABLE,
+                    "replay failed, reconnect",
+                    msg.requestId,
+                    self.hub.position,
+                )
+                conn.abort(CloseCode.INTERNAL_ERROR, "replay failed", final=final)
+                return
+            raise
+        except BaseException:
+            self._cancel_watch(conn, sid, was_watched)
+            raise
+        if merged is None:
+            return  # closed meanwhile
+        if not await conn.replay_room():
+            return
+        # From here to the session mark, no await: live events switch from the buffer to
+        # direct delivery exactly at merged.last_seq.
+        buffered = conn.watch_buffers.pop(sid, [])
+        tail = merge([], buffered, floor=merged.last_seq, by_session_seq=True, prev=merged.last)
+        self._session_items(conn, sid, tail, items)
+        conn.session_marks[sid] = tail.last_seq
+        if conn.observe:
+            status = server_frames.turn_status(sid, row, self.hub.position)
+            if status is not None:
+                items.append(conn.direct_out(status))
+        conn.send_burst(items)
+        log.debug("connection %s watches %s", conn.cid, sid)
+
+    async def _replay_session(
+        self, conn: Connection, sid: str, after: int, items: list[Outgoing]
+    ) -> Merged | None:
+        """Queue the session's history above ``after`` page by page (within the byte
+        budget) until it meets the live buffer; the last page's items stay in ``items``
+        for the caller. ``None``: the connection closed meanwhile."""
+        merged = Merged(last_seq=after)
+        while True:
+            page = await history.read_session_page(self.client, self.keys, sid, merged.last_seq)
+            buf = conn.watch_buffers.get(sid)
+            if conn.closing() or buf is None:
+                return None
+            stop_at = buf[0].seq if buf else None
+            events = [ev for ev in page if stop_at is None or ev.seq < stop_at]
+            merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
+            self._session_items(conn, sid, merged, items)
+            if len(events) < history.SESSION_PAGE:
+                return merged
+            if not await conn.send_replay(items):
+                return None
+            items.clear()
+
+    def _session_items(
+        self, conn: Connection, sid: str, merged: Merged, items: list[Outgoing]
+    ) -> None:
+        replayed = 0
+        for item in merged.items:
+            if isinstance(item, Gap):
+                items.append(conn.gap_out(item, session_id=sid))
+            else:
+                items.append(conn.event_out(item, live=False))
+                replayed += 1
+        self.metrics.replayed_events.inc(replayed)
+
+    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHead:
+        return await history.read_session_head(
+            self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
+        )
+
+    async def _load_history(self, sid: str, row: SessionRow) -> bool:
+        """Have the session's machine publish the history it only listed; False if it did not."""
+        if not row.host:
+            return False
+        return await self.commands.load_history(sid, row.host)
+
+    def _cancel_watch(self, conn: Connection, sid: str, was_watched: bool) -> None:
+        conn.watch_buffers.pop(sid, None)
+        if not was_watched:
+            self.hub.unwatch(conn, sid)
+
+
+def _session_leading_gap(since: int | None, hist: history.SessionHead) -> Gap | None:
+    """With ``sinceSeqId``: was the session stream trimmed past it? (conservative)."""
+    if since is None:
+        return None
+    first = hist.first
+    if first is None:
+        row = SessionRow.parse(hist.row)
+        had_events, last = row.session_seq > 0, row.last_seq_id
+        return Gap(since + 1, last, "trimmed") if had_events and last > since else None
+    if first.seq > since + 1 and (first.session_seq or 1) > 1:
+        return Gap(since + 1, first.seq - 1, "trimmed")
+    return None

@@ -1,0 +1,108 @@
+"""Exactly one notification per event across a fleet of gateway processes, also after the
+gateway that was sending is SIGKILLed: Web Push and Apprise (ntfy and a JSON webhook)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+import httpx
+import redis.asyncio as aioredis
+
+from relaybus.shared.store.keys import Keys
+from tests.support.gateway_publish import Publisher
+from tests.support.gateway_server import GatewayProc
+from tests.support.notify_receiver import NotifyReceiver
+from tests.support.push_service import PushServiceStandIn
+from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
+
+EVENTS = 4
+
+
+def _sessions(bodies: list[bytes]) -> Counter[str]:
+    """Which session each Apprise message links to."""
+    found: Counter[str] = Counter()
+    for raw in bodies:
+        message = json.loads(raw)["message"]
+        found[message.rsplit("#/s/", 1)[1]] += 1
+    return found
+
+
+async def test_one_push_per_event_across_gateways_and_a_sigkill(
+    server: RedisServer,
+    namespace: str,
+    keys: Keys,
+    admin: aioredis.Redis,
+    push_service: PushServiceStandIn,
+) -> None:
+    """Two gateways share the log through the consumer group; the one sending is killed
+    while the receivers hold their answers; the other takes over (XAUTOCLAIM): every
+    receiver gets each event exactly once."""
+    with NotifyReceiver() as ntfy, NotifyReceiver() as hook:
+        for receiver in (ntfy, hook, push_service):
+            receiver.delay_s = 0.6
+        env = {
+            "RELAYBUS_NOTIFY_URLS": f"ntfy://127.0.0.1:{ntfy.port}/relaybus, json://127.0.0.1:{hook.port}/hook",
+            "RELAYBUS_PUSH_CLAIM_IDLE_S": "1",
+            "RELAYBUS_PUSH_PUBLIC_URL": "https://relay.example/",
+        }
+        gws = {
+            name: GatewayProc(
+                redis_url=server.url, namespace=namespace, env={**env, "RELAYBUS_GATEWAY_ID": name}
+            )
+            for name in ("gw-a", "gw-b")
+        }
+        try:
+            await asyncio.gather(*(asyncio.to_thread(gw.start) for gw in gws.values()))
+            first = gws["gw-a"]
+            async with httpx.AsyncClient(base_url=first.http) as http:
+                push_service.vapid_public = (await http.get("/push/key")).json()["publicKey"]
+                r = await http.put(
+                    "/push/subscription",
+                    json={"subscription": push_service.device("phone").subscription()},
+                    headers={"Authorization": "Bearer full-token"},
+                )
+                assert r.status_code == 200, r.text
+            pub = Publisher(admin, keys)
+            sids = [f"fleet-{i}" for i in range(EVENTS)]
+            seqs: dict[str, str] = {}
+            for sid in sids:
+                await pub.start_session(sid, title=sid)
+                seqs[sid] = f"{(await pub.turn(sid, 'waiting')).last_seq}-0"
+
+            async def first_everywhere() -> bool:
+                return bool(ntfy.posts and hook.posts and push_service.of("phone"))
+
+            await wait_for(first_everywhere, what="the first event at every receiver")
+            # the gateway sending the event that arrived first is waiting for its answers
+            arrived = seqs[push_service.of("phone")[0].payload["sessionId"]]
+            pending = await admin.xpending_range(keys.log, "push", min="-", max="+", count=100)
+            [sender] = [
+                p["consumer"].decode() for p in pending if p["message_id"].decode() == arrived
+            ]
+            gws[sender].kill()
+
+            async def all_arrived() -> bool:
+                return (
+                    len(ntfy.posts) >= EVENTS
+                    and len(hook.posts) >= EVENTS
+                    and len(push_service.of("phone")) >= EVENTS
+                )
+
+            await wait_for(all_arrived, what="every event at every receiver", timeout_s=30)
+            await asyncio.sleep(
+                2.0
+            )  # > claim idle + a reader block: a duplicate would have come by now
+            assert _sessions(ntfy.bodies()) == Counter(sids)
+            assert _sessions(hook.bodies()) == Counter(sids)
+            assert Counter(p.payload["sessionId"] for p in push_service.of("phone")) == Counter(
+                sids
+            )
+            assert {path for path, _ in ntfy.posts} == {"/"}
+            assert json.loads(ntfy.bodies()[0])["topic"] == "relaybus"
+            assert (await admin.xpending(keys.log, "push"))["pending"] == 0
+        finally:
+            for gw in gws.values():
+                gw.kill()
