@@ -10,6 +10,8 @@ checks that the entries it dispatched last are still the log's (a Sentinel failo
 replica that missed them takes them back; the collectors re-publish their lines from their
 file offsets under those seqs, maybe in another order): if not, it rewinds to the first
 changed seq and tells clients (``gap_detected{rewound}``).
+
+(Over 300 lines: the reader's traps — epoch, trim gap, rewind — share its position and only make sense together.)
 """
 
 from __future__ import annotations
