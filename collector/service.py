@@ -23,7 +23,7 @@ from relaybus.collector.history import HistoryRequests
 from relaybus.collector.metrics import CollectorMetrics, metrics_server
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.watcher import Wake, rescan, watch
-from relaybus.shared.aio import Backoff, sleep_unless
+from relaybus.shared.aio import Backoff, sleep_unless, supervise
 from relaybus.shared.preflight import StartupError, collector_dirs
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import EpochChanged
@@ -106,27 +106,6 @@ async def drive(
         await wake.wait(max(0.0, wait_s))
 
 
-async def supervise(
-    name: str,
-    factory: Callable[[], Awaitable[None]],
-    stop: asyncio.Event,
-    metrics: CollectorMetrics,
-) -> None:
-    """Run a task until it returns or ``stop``; a crash is logged, counted and restarted."""
-    backoff = Backoff(0.5, 30.0)
-    while not stop.is_set():
-        try:
-            await factory()
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            metrics.task_crashes.labels(name).inc()
-            delay = backoff.next()
-            log.exception("task %s crashed; restarting in %.1f s", name, delay)
-            await sleep_unless(stop, delay)
-
-
 async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) -> None:
     keys = Keys(settings.namespace)
     while not stop.is_set():
@@ -187,8 +166,12 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         ):
             started = True
             log.info("collector %s starting on %s", settings.host_id, settings.claude_dir)
+            crashes = metrics.task_crashes
             tasks = {
-                asyncio.create_task(supervise(n, f, stop, metrics), name=f"collector-{n}")
+                asyncio.create_task(
+                    supervise(n, f, stop, lambda task: crashes.labels(task).inc()),
+                    name=f"collector-{n}",
+                )
                 for n, f in jobs.items()
             }
             try:

@@ -1,7 +1,7 @@
 """The gateway's resources, composed and torn down in order (the FastAPI lifespan uses it).
 
 Its background tasks (the log reader, the reply reader, the watcher counts) run under one
-supervisor policy (:func:`relaybus.gateway.tasks.supervise`): a crash is logged, counted and
+supervisor policy (:func:`relaybus.shared.aio.supervise`): a crash is logged, counted and
 restarted with backoff, and ``/readyz`` answers 503 while the log or reply reader is down.
 """
 
@@ -26,9 +26,8 @@ from relaybus.gateway.fanout import Hub, LogReader
 from relaybus.gateway.handlers import Handlers
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.push.service import PushService
-from relaybus.gateway.tasks import supervise
 from relaybus.gateway.web_security import OriginPolicy
-from relaybus.shared.aio import cancel_and_wait
+from relaybus.shared.aio import cancel_and_wait, supervise
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
@@ -134,9 +133,11 @@ class Runtime:
             "command-replies": self.link.replies.run,
             "watcher-counts": self.approvals.run,
         }
+        crashes = self.metrics.task_crashes
         self._tasks = [
             asyncio.create_task(
-                supervise(name, job, self._stop, self.metrics.task_crashes), name=name
+                supervise(name, job, self._stop, lambda task: crashes.labels(task).inc()),
+                name=name,
             )
             for name, job in jobs.items()
         ]

@@ -1,4 +1,5 @@
-"""Clock, backoff and cancellation helpers both sides share (no Redis, no I/O of their own).
+"""Clock, backoff, supervision and cancellation helpers both sides share (no Redis, no I/O
+of their own).
 
 redis-py (8.x, on Python 3.11) can swallow a cancellation that lands while a read is
 inside its socket-timeout context: the command returns normally, or raises a connection
@@ -14,6 +15,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,30 @@ async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
     """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
+
+
+async def supervise(
+    name: str,
+    factory: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    on_crash: Callable[[str], None],
+) -> None:
+    """The one policy for background tasks (collector and gateway): run ``factory()`` until
+    it returns or ``stop``; a crash is logged, reported to ``on_crash(name)`` (the
+    ``task_crashes_total{task}`` counter) and restarted after a jittered exponential delay."""
+    backoff = Backoff(0.5, 30.0)
+    while not stop.is_set():
+        try:
+            await factory()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reraise_if_cancelling(exc)  # a cancel redis-py turned into an error
+            on_crash(name)
+            delay = backoff.next()
+            log.exception("task %s crashed; restarting in %.1f s", name, delay)
+            await sleep_unless(stop, delay)
 
 
 def reraise_if_cancelling(exc: BaseException) -> None:

@@ -51,7 +51,7 @@ async def test_log_reader_crash_is_restarted_and_readyz_follows(
         assert await readyz(g) == 200
         epoch = await rclient.get(keys.epoch)
         assert epoch is not None
-        caplog.set_level(logging.ERROR, logger="relaybus.gateway.tasks")
+        caplog.set_level(logging.ERROR, logger="relaybus.shared.aio")
         # Bytes that are not UTF-8: decoding the epoch raises in the reader (not a Redis error).
         await rclient.set(keys.epoch, b"\xff\xfe")
         await wait_for(lambda: g.metric(CRASHES, {"task": "log-reader"}) >= 2)
