@@ -164,6 +164,14 @@ class Stack:
     new_target: Callable[[], Awaitable[tuple[str, Path]]]
     stop: Callable[[], Awaitable[None]]
 
+    def clients(self, sid: str, n: int) -> list[str]:
+        """The arguments every client worker of this system takes."""
+        return client_args(self.proto, self.url, sid, n)
+
+
+def client_args(proto: str, url: str, sid: str, n: int) -> list[str]:
+    return ["--proto", proto, "--url", url, "--token", TOKEN, "--sid", sid, "--n", str(n)]
+
 
 async def relaybus_stack(srv: RedisServer, tmp: Path) -> Stack:
     ns = f"cmp{uuid.uuid4().hex[:6]}"
@@ -267,16 +275,7 @@ async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float
     sid, path = await st.new_target()
     w = await CWorker(
         "clients",
-        "--proto",
-        st.proto,
-        "--url",
-        st.url,
-        "--token",
-        TOKEN,
-        "--sid",
-        sid,
-        "--n",
-        str(n),
+        *st.clients(sid, n),
         "--count",
         str(lines),
         "--max-s",
@@ -340,16 +339,7 @@ async def storm(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
         await write_lines(path, sid, 5, 100, first=900_000)  # relaybus clients get a seqId
         w = await CWorker(
             "storm",
-            "--proto",
-            st.proto,
-            "--url",
-            st.url,
-            "--token",
-            TOKEN,
-            "--sid",
-            sid,
-            "--n",
-            str(plan.storm_clients),
+            *st.clients(sid, plan.storm_clients),
             "--count",
             str(plan.storm_lines),
             "--first",
@@ -378,16 +368,7 @@ async def idle_memory(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
         before = rss_kib(st.pid)
         w = await CWorker(
             "idle",
-            "--proto",
-            st.proto,
-            "--url",
-            st.url,
-            "--token",
-            TOKEN,
-            "--sid",
-            sid,
-            "--n",
-            str(plan.idle_clients),
+            *st.clients(sid, plan.idle_clients),
         ).start(300)
         await asyncio.sleep(2)
         after = rss_kib(st.pid)
@@ -464,16 +445,7 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
             events = int(rate * plan.nginx_s)
             w = await CWorker(
                 "clients",
-                "--proto",
-                "relaybus",
-                "--url",
-                f"ws://127.0.0.1:{port}/ws",
-                "--token",
-                TOKEN,
-                "--sid",
-                "s1",
-                "--n",
-                str(plan.nginx_clients),
+                *client_args("relaybus", f"ws://127.0.0.1:{port}/ws", "s1", plan.nginx_clients),
                 "--count",
                 str(events),
                 "--max-s",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from compare import TOKEN, CWorker, Stack, floor_stack, relaybus_stack, write_lines
+from compare import CWorker, Stack, floor_stack, relaybus_stack, write_lines
 from compare_workers import parse
 from gateway_bench import pct
 
@@ -61,16 +61,7 @@ async def trace(st: Stack, url: str, key_of: Any, lines: int, monitor: bool) -> 
     key = await key_of()
     w = await CWorker(
         "clients",
-        "--proto",
-        st.proto,
-        "--url",
-        st.url,
-        "--token",
-        TOKEN,
-        "--sid",
-        sid,
-        "--n",
-        "1",
+        *st.clients(sid, 1),
         "--count",
         str(lines),
         "--max-s",
