@@ -136,3 +136,29 @@ def header(name: str, kind: str, *, load: bool = False) -> dict[str, Any]:
         "machine": machine,
         "server": kind,
     }
+
+
+@dataclass
+class EditRequest:
+    """A session whose last line is an Edit tool call, served by a collector (approval
+    socket on its own port) and a gateway: what a hook run asks permission for."""
+
+    gw: GatewayProc
+    payload: dict[str, Any]  # the hook's stdin
+    env: dict[str, str]  # the hook's environment
+
+
+@contextmanager
+def edit_request(s: Scratch) -> Iterator[EditRequest]:
+    from tests.support.approvals import hook_input, session_with_tool
+    from tests.support.servers import free_port
+
+    target = s.work / "f.py"
+    target.write_text("a = 1\n")
+    tool_input = {"file_path": str(target), "old_string": "a = 1", "new_string": "a = 2"}
+    sid, path, _tid = session_with_tool(s.claude_dir, s.work, "Edit", tool_input)
+    port = str(free_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+    env["RELAYBUS_APPROVAL_PORT"] = port
+    with services(s, sid, {"RELAYBUS_APPROVAL_PORT": port}) as gw:
+        yield EditRequest(gw, hook_input(sid, path, str(s.work), "Edit", tool_input), env)

@@ -20,20 +20,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shlex
 import time
 from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
-from _rig import NAMESPACE, REPO, TOKEN, header, scratch, services, summary, write_result
+from _rig import (
+    NAMESPACE,
+    REPO,
+    TOKEN,
+    edit_request,
+    header,
+    scratch,
+    summary,
+    write_result,
+)
 
 from relaybus.shared.store.keys import Keys
-from tests.support.approvals import RELAYBUS, hook_input, session_with_tool
+from tests.support.approvals import RELAYBUS
 from tests.support.gateway_server import GatewayProc
 from tests.support.push_service import PushServiceStandIn
-from tests.support.servers import free_port
 
 OUT = REPO / "bench" / "results" / "push.json"
 
@@ -100,17 +107,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args()
-    with scratch() as s:
-        target = s.work / "f.py"
-        target.write_text("a = 1\n")
-        tool_input = {"file_path": str(target), "old_string": "a = 1", "new_string": "a = 2"}
-        sid, path, _tid = session_with_tool(s.claude_dir, s.work, "Edit", tool_input)
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
-        env["RELAYBUS_APPROVAL_PORT"] = str(port)
-        with services(s, sid, {"RELAYBUS_APPROVAL_PORT": str(port)}) as gw:
-            payload = hook_input(sid, path, str(s.work), "Edit", tool_input)
-            figures = asyncio.run(measure(gw, s.srv.url, payload, env, args.rounds))
+    with scratch() as s, edit_request(s) as req:
+        figures = asyncio.run(measure(req.gw, s.srv.url, req.payload, req.env, args.rounds))
     write_result(
         OUT,
         {
