@@ -1,13 +1,15 @@
 """Chaos run: kill everything at random while lines flow, then check every client's log.
 
 Real processes on loopback: Redis with AOF, two collectors (hosts ``a`` and ``b``, one
-transcript each), two gateways. Writers append uniquely numbered user lines (and now and
-then a garbage line) at ``--rate`` lines/s per host; ``--clients`` WebSocket clients watch
-the whole log (hello without session_subscriptions: every session event) and resume after
-any disconnect on a random gateway with ``lastSeqId`` + ``epoch``. Some clients stall
-(stop reading for a few seconds); one sends garbage frames. Every ``--interval-s`` a random
-component is hit: SIGKILL + restart of a collector or a gateway, SIGKILL + restart of Redis
-(from its AOF), SIGSTOP/SIGCONT of a collector or a gateway.
+transcript each), two gateways behind the shipped nginx (deploy/nginx.conf). Writers append
+uniquely numbered user lines (and now and then a garbage line) at ``--rate`` lines/s per
+host; ``--clients`` WebSocket clients watch the whole log (hello without
+session_subscriptions: every session event) and resume after any disconnect with
+``lastSeqId`` + ``epoch`` — through nginx, or (one in five) straight to a random gateway.
+Some clients stall (stop reading for a few seconds); one sends garbage frames. Every
+``--interval-s`` a random component is hit: SIGKILL + restart of a collector or a gateway,
+SIGKILL + restart of Redis (from its AOF), SIGSTOP/SIGCONT of a collector or a gateway, an
+nginx reload (SIGHUP: new workers, old ones drain).
 
 At the end every client must hold every line exactly once and in file order, or have been
 sent a ``gap_detected`` covering the seq of each line it lacks; the Redis log must hold
@@ -47,6 +49,7 @@ from _rig import header, scratch, write_result  # noqa: E402
 from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import append, transcript, user_line  # noqa: E402
+from tests.support.deploy_procs import Nginx  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402
 from tests.support.procs import ManagedProcess  # noqa: E402
 from tests.support.servers import RedisServer  # noqa: E402
@@ -78,13 +81,14 @@ def line_text(frame: dict[str, Any]) -> str | None:
     return text if isinstance(text, str) and text[:2] in ("a-", "b-") else None
 
 
-async def run_client(c: Client, gateways: list[GatewayProc], stop: asyncio.Event) -> None:
+async def run_client(c: Client, entries: list[str], stop: asyncio.Event) -> None:
+    """Watch and resume; ``entries[0]`` is nginx, the others the gateways themselves."""
     rng = random.Random(c.name)
     while not stop.is_set():
-        gw = rng.choice(gateways)
+        url = entries[0] if rng.random() < 0.8 else rng.choice(entries[1:])
         try:
             async with connect(
-                f"{gw.ws}?token={TOKEN}", open_timeout=5, compression=None, max_size=None
+                f"{url}?token={TOKEN}", open_timeout=5, compression=None, max_size=None
             ) as ws:
                 hello: dict[str, Any] = {"type": "hello", "capabilities": []}
                 if c.epoch is not None:
@@ -117,9 +121,7 @@ async def run_client(c: Client, gateways: list[GatewayProc], stop: asyncio.Event
         await asyncio.sleep(rng.uniform(0.05, 0.5))
 
 
-async def garbage_client(
-    gateways: list[GatewayProc], stop: asyncio.Event, out: Counter[str]
-) -> None:
+async def garbage_client(entries: list[str], stop: asyncio.Event, out: Counter[str]) -> None:
     """Random frames on one connection: each is answered with an error or closes it."""
     rng = random.Random(7)
     junk = [
@@ -132,7 +134,7 @@ async def garbage_client(
     ]
     while not stop.is_set():
         try:
-            async with connect(f"{rng.choice(gateways).ws}?token={TOKEN}", open_timeout=5) as ws:
+            async with connect(f"{rng.choice(entries)}?token={TOKEN}", open_timeout=5) as ws:
                 await ws.send(orjson.dumps({"type": "hello", "capabilities": []}).decode())
                 while not stop.is_set():
                     frame = rng.choice(junk)
@@ -171,16 +173,22 @@ class Chaos:
         srv: RedisServer,
         collectors: list[CollectorProc],
         gateways: list[GatewayProc],
+        nginx: Nginx,
         rng: random.Random,
     ) -> None:
         self.srv, self.collectors, self.gateways, self.rng = srv, collectors, gateways, rng
+        self.nginx = nginx
         self.done: Counter[str] = Counter()
 
     async def hit(self) -> None:
         action = self.rng.choice(
-            ["kill_collector", "kill_gateway", "restart_redis", "stop_collector", "stop_gateway"]
-        )
-        if action == "kill_collector":
+            ["kill_collector", "kill_gateway", "restart_redis", "stop_collector", "stop_gateway",
+             "reload_nginx"]
+        )  # fmt: skip
+        if action == "reload_nginx":
+            assert self.nginx.proc is not None
+            self.nginx.proc.send_signal(signal.SIGHUP)
+        elif action == "kill_collector":
             c = self.rng.choice(self.collectors)
             c.kill()
             await asyncio.sleep(self.rng.uniform(0.1, 1.0))
@@ -263,18 +271,21 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             GatewayProc(redis_url=srv.url, namespace=NS, tokens=TOKEN, env=env).start()
             for _ in range(2)
         ]
+        nginx = Nginx(s.root / "nginx", [g.port for g in gateways])
+        nginx.start()
+        entries = [f"ws://127.0.0.1:{nginx.port}/ws"] + [g.ws for g in gateways]
         stop_writing, stop_clients = asyncio.Event(), asyncio.Event()
         written: dict[str, list[str]] = {h: [] for h in HOSTS}
         clients = [Client(f"c{i}", stall=i % 10 == 9) for i in range(args.clients)]
         junk: Counter[str] = Counter()
-        tasks = [asyncio.create_task(run_client(c, gateways, stop_clients)) for c in clients]
-        tasks.append(asyncio.create_task(garbage_client(gateways, stop_clients, junk)))
+        tasks = [asyncio.create_task(run_client(c, entries, stop_clients)) for c in clients]
+        tasks.append(asyncio.create_task(garbage_client(entries, stop_clients, junk)))
         await asyncio.sleep(2)
         tasks += [
             asyncio.create_task(writer(h, paths[h], args.rate, stop_writing, written[h]))
             for h in HOSTS
         ]
-        chaos = Chaos(srv, collectors, gateways, rng)
+        chaos = Chaos(srv, collectors, gateways, nginx, rng)
         started = time.monotonic()
         try:
             while time.monotonic() - started < args.minutes * 60:
@@ -298,6 +309,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+            nginx.stop()
             for g in gateways:
                 g.kill()
             for c in collectors:
