@@ -73,6 +73,10 @@ class Client:
     gaps: list[tuple[int, int, str]] = field(default_factory=list)
     reconnects: int = 0
     caught_up_s: float | None = None
+    #: Where it is connected now (None between connections) and when its last frame came.
+    via: str | None = None
+    last_frame_at: float = 0.0
+    last_error: str = ""
 
 
 def line_text(frame: dict[str, Any]) -> str | None:
@@ -90,6 +94,7 @@ async def run_client(c: Client, entries: list[str], stop: asyncio.Event) -> None
             async with connect(
                 f"{url}?token={TOKEN}", open_timeout=5, compression=None, max_size=None
             ) as ws:
+                c.via = url
                 hello: dict[str, Any] = {"type": "hello", "capabilities": []}
                 if c.epoch is not None:
                     hello.update(lastSeqId=c.last_seq, epoch=c.epoch)
@@ -98,6 +103,7 @@ async def run_client(c: Client, entries: list[str], stop: asyncio.Event) -> None
                     if c.stall and rng.random() < 0.002:
                         await asyncio.sleep(rng.uniform(2, 6))  # a phone in a tunnel
                     frame = orjson.loads(await asyncio.wait_for(ws.recv(), 2))
+                    c.last_frame_at = time.monotonic()
                     kind = frame["type"]
                     if kind == "welcome":
                         c.epoch = frame["epoch"]
@@ -114,9 +120,11 @@ async def run_client(c: Client, entries: list[str], stop: asyncio.Event) -> None
                     if kind in ("session_event", "session_started", "session_ended", "turn_status"):
                         c.last_seq = max(c.last_seq, frame["seqId"])
         except TimeoutError:
+            c.via, c.last_error = None, "quiet 2 s"
             continue  # quiet for 2 s: just read again on a fresh connection
-        except (ConnectionClosed, InvalidHandshake, OSError):
-            pass
+        except (ConnectionClosed, InvalidHandshake, OSError) as exc:
+            c.last_error = repr(exc)[:200]
+        c.via = None
         c.reconnects += 1
         await asyncio.sleep(rng.uniform(0.05, 0.5))
 
@@ -244,6 +252,24 @@ def check(
     }
 
 
+def diagnose(c: Client, written: dict[str, list[str]], log_seq: dict[str, list[int]]) -> Any:
+    """What a client that did not catch up lacks, and where it was at the end."""
+    held = {t for _, t in c.texts}
+    missing = sorted(s for lines in written.values() for t in lines if t not in held
+                     for s in log_seq.get(t, [-1])[:1])  # fmt: skip
+    return {
+        "client": c.name,
+        "stall": c.stall,
+        "last_seq": c.last_seq,
+        "held": len(c.texts),
+        "missing_seqs": [missing[0], missing[-1], len(missing)] if missing else [],
+        "via": c.via,
+        "quiet_s": round(time.monotonic() - c.last_frame_at, 1),
+        "reconnects": c.reconnects,
+        "last_error": c.last_error,
+    }
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     with scratch() as s:
@@ -326,6 +352,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     result = check(clients, written, log_seq)
     catch_up = [c.caught_up_s for c in clients if c.caught_up_s is not None]
     return {
+        "not_caught_up": [diagnose(c, written, log_seq) for c in clients if c.caught_up_s is None],
         "minutes": args.minutes,
         "clients": args.clients,
         "lines_written": len(every),
