@@ -78,7 +78,7 @@ async def worker(args: argparse.Namespace) -> None:
                     if got is None:
                         continue
                     wrote_ns, idx = got
-                    minute = (wrote_ns - t0_ns) // 60_000_000_000
+                    minute = (wrote_ns - t0_ns) // 60_000_000_000  # of writing
                     ms = min(int((now - wrote_ns) / 1e6), MAX_BUCKET_MS)
                     hist.setdefault(minute, Counter())[ms] += 1
                     counts[i][idx] += 1
@@ -134,7 +134,7 @@ def minute_row(minute: int, hist: Counter[int]) -> dict[str, Any]:
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     raise_fd_limit(args.clients * 2 + 256)
-    t0_ns = time.time_ns()
+    t0_ns = (time.time_ns() // 60_000_000_000 + 2) * 60_000_000_000  # writing starts then
     with scratch() as s:
         path = transcript(s.claude_dir, SID)
         path.write_bytes(user_line(SID, "start"))
@@ -147,13 +147,16 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     sys.executable, __file__, "--worker", "--n", str(n), "--url", gw.ws,
                     "--t0-ns", str(t0_ns), "--settle-s", str(args.settle_s),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    limit=1 << 26,  # the report is one line of histograms
                 )  # fmt: skip
                 assert p.stdout is not None
                 ready = await asyncio.wait_for(p.stdout.readline(), 600)
                 if ready.strip() != b"READY":
                     raise RuntimeError(f"client worker failed: {ready!r}")
                 procs.append(p)
-            await asyncio.sleep(2)
+            if time.time_ns() > t0_ns:
+                raise RuntimeError("the clients took more than a minute to connect")
+            await asyncio.sleep((t0_ns - time.time_ns()) / 1e9)
             rss = [rss_mb(gw.pid)]
             n, t0 = 0, time.monotonic()
             next_minute = 60.0
