@@ -9,6 +9,11 @@ Sentinels for the current primary, and a connection error (the primary died) or 
 ``READONLY`` reply (it was demoted) drops the connection, so the next command, retried by
 the caller as after any outage, reaches the promoted replica. ``RELAYBUS_REDIS_URL`` then
 gives only the data nodes' password, user, database and TLS.
+
+With ``RELAYBUS_REDIS_CLUSTER`` set, every client is a :class:`ClusterRedis`: the URL names a
+seed node, the client learns the slot map from it and follows ``MOVED``/``ASK`` redirections
+(a resharding) and topology changes by itself. A namespace's keys share one hash slot, so
+the Lua append, the pipelines and the single-slot transactions each go to one node.
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ import logging
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import parse_url
 from redis.asyncio.sentinel import Sentinel
 
@@ -33,15 +39,22 @@ from relaybus.shared.store.keys import Keys
 #: getaddrinfo's definite "no such name" answers (EAI_AGAIN, a DNS outage, is retried).
 _UNKNOWN_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 #: "Redis is not usable right now": hold, back off, retry. READONLY is a primary that became a
-#: replica (failover); OOM clears when memory is freed. Other Redis errors are bugs or
-#: misconfiguration and are not retried.
+#: replica (failover); OOM clears when memory is freed. In a cluster, CLUSTERDOWN, a slot no
+#: node serves, TRYAGAIN (a multi-key command while its slot migrates) and redirections that
+#: outlast redis-py's retries ("TTL exhausted", a ClusterError) clear once the cluster
+#: settles. Other Redis errors are bugs or misconfiguration and are not retried.
 REDIS_UNAVAILABLE: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
     OSError,
 )
+#: Cluster connections per node and client; a blocking XREAD holds one while it waits.
+CLUSTER_MAX_CONNECTIONS = 500
 PROBE_TIMEOUT_S = 2.0
 PROBE_INTERVAL_S = 1.0
 
@@ -64,6 +77,38 @@ class SentinelRedis(aioredis.Redis):
             await self.manager.aclose()
 
 
+class ClusterRedis(RedisCluster):
+    """redis-py's cluster client, with "no seed node answers" raised as a connection error
+    (retried like any outage) instead of a bare ``RedisClusterException``."""
+
+    async def initialize(
+        self,
+        additional_startup_nodes_info: list[tuple[str, int]] | None = None,
+        last_failed_node_name: str | None = None,
+    ) -> ClusterRedis:
+        try:
+            await super().initialize(additional_startup_nodes_info, last_failed_node_name)
+        except redis.exceptions.RedisClusterException as exc:
+            cause = exc.__cause__
+            refused = (
+                redis.exceptions.AuthenticationError,
+                redis.exceptions.ResponseError,
+                redis.exceptions.RedisClusterException,
+            )
+            if isinstance(cause, refused):  # a wrong password, not a cluster node: a refusal
+                raise cause from exc
+            if isinstance(cause, (redis.exceptions.ConnectionError, OSError)):
+                raise redis.exceptions.ConnectionError(
+                    f"no node of the cluster answers ({str(cause).strip() or type(cause).__name__})"
+                ) from exc
+            if "not covered" in str(exc):
+                raise redis.exceptions.ClusterDownError(
+                    "the cluster does not serve every slot yet"
+                ) from exc
+            raise
+        return self
+
+
 def connect(settings: Settings, *, block_ms: int = 0) -> aioredis.Redis:
     """A client for ``settings.redis_url`` (or the Sentinels' primary). ``block_ms`` widens
     the read timeout for XREAD BLOCK."""
@@ -82,6 +127,10 @@ def _client(
     settings: Settings, *, timeout_s: float, connect_timeout_s: float, **options: Any
 ) -> aioredis.Redis:
     url = settings.redis_url.get_secret_value()
+    if settings.redis_cluster:
+        return _cluster_client(
+            url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, **options
+        )
     sentinels = settings.sentinel_addresses
     if not sentinels:
         # A blocking pool: with every connection of the pool (redis-py: 100) in use, a command
@@ -122,6 +171,24 @@ def _client(
     return client
 
 
+def _cluster_client(
+    url: str, *, timeout_s: float, connect_timeout_s: float, **options: Any
+) -> aioredis.Redis:
+    # Connection errors are retried by the caller (after an outage, as for a plain client);
+    # the cluster client itself re-reads the slot map and retries redirections.
+    options.pop("retry_on_timeout", None)
+    client = ClusterRedis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=connect_timeout_s,
+        max_connections=CLUSTER_MAX_CONNECTIONS,
+        **options,
+    )
+    # The cluster client has the plain client's commands and routes each one to the node of
+    # its key's slot; relaybus's store code is typed against the plain client.
+    return cast(aioredis.Redis, client)
+
+
 async def ensure_epoch(client: aioredis.Redis, keys: Keys) -> str:
     """Return the namespace epoch, creating a fresh random one if Redis has none."""
     await client.set(keys.epoch, uuid.uuid4().hex, nx=True)
@@ -141,11 +208,17 @@ async def read_epoch(client: aioredis.Redis, keys: Keys) -> str | None:
 def redis_address(settings: Settings) -> str:
     """``host:port`` (or the socket path) of the configured server, never the password; with
     Sentinels, the service and the Sentinels' addresses."""
+    if settings.redis_cluster:
+        return f"Redis Cluster seed node {_url_address(settings)}"
     if settings.redis_sentinels:
         return (
             f"primary of Sentinel service {settings.redis_sentinel_service!r} "
             f"(Sentinels {settings.redis_sentinels})"
         )
+    return _url_address(settings)
+
+
+def _url_address(settings: Settings) -> str:
     parts = urlsplit(settings.redis_url.get_secret_value())
     if parts.scheme == "unix":
         return parts.path
@@ -164,6 +237,11 @@ def _refusal(settings: Settings, exc: BaseException) -> str | None:
                 "(redis://:<password>@host:port/db)"
             )
         return f"{where} refused the password (or user) in RELAYBUS_REDIS_URL"
+    if isinstance(exc, redis.exceptions.RedisClusterException) and "not enabled" in str(exc):
+        return (
+            f"{where} is not part of a cluster (cluster mode is not enabled there): "
+            "unset RELAYBUS_REDIS_CLUSTER or point RELAYBUS_REDIS_URL at a cluster node"
+        )
     if isinstance(exc, redis.exceptions.ResponseError):
         text = str(exc)
         if "DB index" in text or "invalid DB" in text.lower():
@@ -192,7 +270,7 @@ async def probe(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> str |
     )
     try:
         await client.ping()
-    except (redis.exceptions.RedisError, OSError) as exc:
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
         refusal = _refusal(settings, exc)
         if refusal is not None:
             raise RedisRefused(refusal) from None
