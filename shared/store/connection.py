@@ -77,9 +77,42 @@ class SentinelRedis(aioredis.Redis):
             await self.manager.aclose()
 
 
+#: How long a command is retried while its slot migrates (see :class:`ClusterRedis`).
+MIGRATION_SETTLE_S = 5.0
+MIGRATION_RETRY_S = 0.05
+
+
+def _migrating(exc: redis.exceptions.RedisError) -> bool:
+    """The answers of a slot in migration, which mean "not executed, ask again shortly"."""
+    if isinstance(exc, redis.exceptions.TryAgainError):
+        return True  # a multi-key command (the Lua append) whose keys are split between nodes
+    if type(exc) is redis.exceptions.ClusterError:
+        return True  # "TTL exhausted": redis-py's own redirection retries ran out
+    # A blocking XREADGROUP whose stream was migrated away from under it.
+    return isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("UNBLOCKED")
+
+
 class ClusterRedis(RedisCluster):
-    """redis-py's cluster client, with "no seed node answers" raised as a connection error
-    (retried like any outage) instead of a bare ``RedisClusterException``."""
+    """redis-py's cluster client, steadier during a resharding and a cluster outage.
+
+    While a slot migrates key by key, a multi-key command (the append's 7 keys) meets
+    ``TRYAGAIN`` for as long as its keys are split between the two nodes, longer than the
+    fraction of a second redis-py retries it for; a blocking ``XREADGROUP`` is ended with
+    ``UNBLOCKED`` when its stream moves. None of them ran the command, so it is sent again
+    for up to :data:`MIGRATION_SETTLE_S`. "No seed node answers" is raised as a connection
+    error (retried like any outage) instead of a bare ``RedisClusterException``.
+    """
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + MIGRATION_SETTLE_S
+        while True:
+            try:
+                return await super().execute_command(*args, **kwargs)
+            except redis.exceptions.RedisError as exc:
+                if not _migrating(exc) or loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(MIGRATION_RETRY_S)
 
     async def initialize(
         self,

@@ -95,7 +95,11 @@ class ClusterRig:
                 time.sleep(pause_s)
             target = self.node_id(to_port)
             # The new owner first, then the old one, then the rest (as redis-cli does).
-            for port in [to_port, from_port, *(p for p in self.ports if p not in (to_port, from_port))]:
+            for port in [
+                to_port,
+                from_port,
+                *(p for p in self.ports if p not in (to_port, from_port)),
+            ]:
                 with self.node(port) as r:
                     r.execute_command("CLUSTER SETSLOT", slot, "NODE", target)
         finally:
@@ -122,7 +126,9 @@ class ClusterRig:
     def _wait_ping(self, port: int, proc: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and proc.poll() is None:
-            out = subprocess.run([self.cli, "-p", str(port), "ping"], capture_output=True, timeout=5)
+            out = subprocess.run(
+                [self.cli, "-p", str(port), "ping"], capture_output=True, timeout=5
+            )
             if out.stdout.strip() == b"PONG":
                 return
             time.sleep(0.05)
