@@ -128,6 +128,10 @@ class ClusterRedis(RedisCluster):
                 redis.exceptions.ResponseError,
                 redis.exceptions.RedisClusterException,
             )
+            if isinstance(cause, redis.exceptions.RedisClusterException) and isinstance(
+                cause.__context__, redis.exceptions.NoPermissionError
+            ):  # redis-py reads a CLUSTER SLOTS denied by the ACL as "not a cluster"
+                raise cause.__context__ from exc
             if isinstance(cause, refused):  # a wrong password, not a cluster node: a refusal
                 raise cause from exc
             if isinstance(cause, (redis.exceptions.ConnectionError, OSError)):
@@ -242,7 +246,7 @@ def redis_address(settings: Settings) -> str:
     """``host:port`` (or the socket path) of the configured server, never the password; with
     Sentinels, the service and the Sentinels' addresses."""
     if settings.redis_cluster:
-        return f"Redis Cluster seed node {_url_address(settings)}"
+        return f"{_url_address(settings)} (Redis Cluster seed node)"
     if settings.redis_sentinels:
         return (
             f"primary of Sentinel service {settings.redis_sentinel_service!r} "

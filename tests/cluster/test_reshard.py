@@ -11,16 +11,15 @@ import uuid
 from pathlib import Path
 
 import redis
-from redis.cluster import key_slot
 
 from relaybus.shared.store.keys import Keys
-from tests.support.cluster import ClusterRig
+from tests.support.cluster import ClusterRig, namespace_slot
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, session_texts, transcript, user_line
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_server import GatewayProc
 
-LINES = 240
+LINES = 200
 CLUSTER_ENV = {"RELAYBUS_REDIS_CLUSTER": "1"}
 
 
@@ -47,12 +46,10 @@ async def test_resharding_under_live_clients_loses_nothing(
     in order, without a gap; the log in Redis matches the file; the other namespace, on
     another shard, is unaffected."""
     ns_a = cluster.namespace_away_from_seed()
-    slot = key_slot(f"{{{ns_a}}}".encode())
+    slot = namespace_slot(ns_a)
     home = cluster.owner(slot)
     ns_b = next(
-        ns
-        for ns in iter(cluster.namespace_away_from_seed, None)
-        if cluster.owner(key_slot(f"{{{ns}}}".encode())) != home
+        ns for ns in iter(cluster.namespace_away_from_seed, None) if cluster.owner_of(ns) != home
     )
     sid_a, sid_b = str(uuid.uuid4()), str(uuid.uuid4())
     dirs = {}
@@ -90,16 +87,12 @@ async def test_resharding_under_live_clients_loses_nothing(
                     append(path_a, user_line(sid_a, f"line-{i}"))
                     if i % 20 == 0:
                         append(path_b, user_line(sid_b, f"other-{i // 20}"))
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(0.015)
 
             started = time.monotonic()
             writing = asyncio.create_task(writer())
             await asyncio.sleep(0.5)
-            away = next(
-                p
-                for p in cluster.ports
-                if p not in (home, cluster.owner(key_slot(f"{{{ns_b}}}".encode())))
-            )
+            away = next(p for p in cluster.ports if p not in (home, cluster.owner_of(ns_b)))
             moved = [await asyncio.to_thread(cluster.move_slot, slot, away)]
             await asyncio.sleep(0.5)
             moved.append(await asyncio.to_thread(cluster.move_slot, slot, home))

@@ -22,6 +22,11 @@ from tests.support.procs import stop_process
 from tests.support.servers import free_port, server_binaries
 
 
+def namespace_slot(namespace: str) -> int:
+    """The hash slot of every key of ``namespace``."""
+    return key_slot(f"{{{namespace}}}".encode())
+
+
 class ClusterRig:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -71,12 +76,16 @@ class ClusterRig:
                     return int(primary[1])
         raise LookupError(f"slot {slot} is not served")
 
+    def owner_of(self, namespace: str) -> int:
+        """The port of the master serving ``namespace`` (its ``{ns}`` hash tag)."""
+        return self.owner(namespace_slot(namespace))
+
     def namespace_away_from_seed(self) -> str:
         """A fresh namespace whose slot is on another master than the seed node, so that a
         client given only the seed must follow the cluster's map."""
         while True:
             ns = f"t{uuid.uuid4().hex[:12]}"
-            if self.owner(key_slot(f"{{{ns}}}".encode())) != self.ports[0]:
+            if self.owner_of(ns) != self.ports[0]:
                 return ns
 
     def move_slot(self, slot: int, to_port: int, pause_s: float = 0.05) -> int:
