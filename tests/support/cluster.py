@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import redis
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from tests.support.procs import stop_process
 from tests.support.servers import free_port, server_binaries
