@@ -9,8 +9,8 @@ import pytest
 
 from relaybus.doctor import FAIL, OK, check_redis
 from relaybus.shared.settings import SettingsError, load_settings
+from relaybus.shared.store.cluster import ClusterRedis
 from relaybus.shared.store.connection import (
-    ClusterRedis,
     RedisRefused,
     connect,
     probe,

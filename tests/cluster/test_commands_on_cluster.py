@@ -1,4 +1,4 @@
-"""Commands end to end on a real 3-master cluster: prompt, interrupt and new_conversation
+"""Commands end to end on a real 3-master cluster: prompt and new_conversation
 through in-process gateways to real collector processes, all given only the seed node.
 
 The tests are those of tests/commands/test_end_to_end.py; the fixtures below (the ones that
@@ -22,7 +22,6 @@ from relaybus.shared.store.connection import connect
 from tests.commands.conftest import claude_bin
 from tests.commands.test_end_to_end import (
     Host,
-    test_interrupt_busy_and_idle_interrupt,
     test_new_conversation_then_first_prompt,
     test_prompt_to_second_host_through_another_gateway,
 )
@@ -31,7 +30,6 @@ from tests.support.gateway_server import RunningGateway, running_gateway
 
 __all__ = [
     "claude_bin",
-    "test_interrupt_busy_and_idle_interrupt",
     "test_new_conversation_then_first_prompt",
     "test_prompt_to_second_host_through_another_gateway",
 ]
