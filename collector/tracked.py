@@ -45,7 +45,10 @@ def bus_error(exc: BaseException) -> bool:
         | redis.exceptions.TimeoutError
         | redis.exceptions.ReadOnlyError
         | redis.exceptions.OutOfMemoryError
-        | redis.exceptions.BusyLoadingError,
+        | redis.exceptions.BusyLoadingError
+        | redis.exceptions.ClusterError
+        | redis.exceptions.TryAgainError
+        | redis.exceptions.SlotNotCoveredError,
     ):
         return True
     if isinstance(exc, NotRegular):

@@ -29,6 +29,7 @@ SHARED_FIELDS = [
     "log_level",
     "redis_socket_timeout_s",
     "redis_health_check_interval_s",
+    "redis_cluster",
     "redis_sentinels",
     "redis_sentinel_service",
     "redis_sentinel_username",

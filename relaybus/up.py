@@ -274,7 +274,8 @@ def run(settings: Settings) -> int:
     # Until the event loop takes over, a signal raises so that the ``finally`` still runs.
     previous = _set_handlers(_raise_interrupted)
     try:
-        if "redis_url" not in settings.model_fields_set and not settings.redis_sentinels:
+        external = settings.redis_sentinels or settings.redis_cluster
+        if "redis_url" not in settings.model_fields_set and not external:
             server = EmbeddedServer(directory / "server")
             settings = settings.model_copy(update={"redis_url": SecretStr(server.start())})
         if not settings.gateway_id:  # known, so readiness is checked on our own gateway

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -103,6 +109,11 @@ class Settings(BaseSettings):
         default="",
         description="Sentinel addresses host:port,host:port,...; when set, the primary is the "
         "one they name for the service (RELAYBUS_REDIS_URL then gives only password, db, TLS)",
+    )
+    redis_cluster: bool = Field(
+        default=False,
+        description="RELAYBUS_REDIS_URL names a seed node of a Redis Cluster: follow the cluster's "
+        "slots and its MOVED/ASK redirections (not with Sentinels, a database other than 0, or WAIT)",
     )
     redis_sentinel_service: str = Field(
         default="relaybus",
@@ -411,6 +422,30 @@ class Settings(BaseSettings):
     @classmethod
     def _parsable_sentinels(cls, v: str) -> str:
         parse_sentinels(v)
+        return v
+
+    @field_validator("redis_cluster")
+    @classmethod
+    def _cluster_alone(cls, v: bool, info: ValidationInfo) -> bool:
+        """A cluster has no Sentinels, one database and no WAIT in the collector's pipeline."""
+        if not v:
+            return v
+        if info.data.get("redis_sentinels"):
+            raise ValueError("cannot be combined with RELAYBUS_REDIS_SENTINELS (unset one)")
+        url = info.data.get("redis_url")
+        parts = urlsplit(url.get_secret_value()) if isinstance(url, SecretStr) else None
+        if parts is not None and parts.scheme == "unix":
+            raise ValueError("needs a redis:// or rediss:// seed node, not a unix socket")
+        if parts is not None and parts.path.strip("/") not in ("", "0"):
+            raise ValueError("needs database 0 in RELAYBUS_REDIS_URL (a cluster has no other)")
+        return v
+
+    @field_validator("redis_wait_replicas")
+    @classmethod
+    def _no_wait_on_cluster(cls, v: int, info: ValidationInfo) -> int:
+        """WAIT must follow the append on its connection; a cluster pipeline sends it elsewhere."""
+        if v and info.data.get("redis_cluster"):
+            raise ValueError("is not supported with RELAYBUS_REDIS_CLUSTER (set it to 0)")
         return v
 
     @field_validator("claude_dir", mode="before")

@@ -9,6 +9,9 @@ Sentinels for the current primary, and a connection error (the primary died) or 
 ``READONLY`` reply (it was demoted) drops the connection, so the next command, retried by
 the caller as after any outage, reaches the promoted replica. ``RELAYBUS_REDIS_URL`` then
 gives only the data nodes' password, user, database and TLS.
+
+With ``RELAYBUS_REDIS_CLUSTER`` set, every client is a cluster client
+(:mod:`relaybus.shared.store.cluster`) given the URL as its seed node.
 """
 
 from __future__ import annotations
@@ -28,18 +31,24 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.sentinel import Sentinel
 
 from relaybus.shared.settings import Settings
+from relaybus.shared.store.cluster import cluster_client
 from relaybus.shared.store.keys import Keys
 
 #: getaddrinfo's definite "no such name" answers (EAI_AGAIN, a DNS outage, is retried).
 _UNKNOWN_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 #: "Redis is not usable right now": hold, back off, retry. READONLY is a primary that became a
-#: replica (failover); OOM clears when memory is freed. Other Redis errors are bugs or
-#: misconfiguration and are not retried.
+#: replica (failover); OOM clears when memory is freed. In a cluster, CLUSTERDOWN, a slot no
+#: node serves, TRYAGAIN (a multi-key command while its slot migrates) and redirections that
+#: outlast redis-py's retries ("TTL exhausted", a ClusterError) clear once the cluster
+#: settles. Other Redis errors are bugs or misconfiguration and are not retried.
 REDIS_UNAVAILABLE: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
     OSError,
 )
 PROBE_TIMEOUT_S = 2.0
@@ -82,6 +91,10 @@ def _client(
     settings: Settings, *, timeout_s: float, connect_timeout_s: float, **options: Any
 ) -> aioredis.Redis:
     url = settings.redis_url.get_secret_value()
+    if settings.redis_cluster:
+        return cluster_client(
+            url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, **options
+        )
     sentinels = settings.sentinel_addresses
     if not sentinels:
         # A blocking pool: with every connection of the pool (redis-py: 100) in use, a command
@@ -141,11 +154,17 @@ async def read_epoch(client: aioredis.Redis, keys: Keys) -> str | None:
 def redis_address(settings: Settings) -> str:
     """``host:port`` (or the socket path) of the configured server, never the password; with
     Sentinels, the service and the Sentinels' addresses."""
+    if settings.redis_cluster:
+        return f"{_url_address(settings)} (Redis Cluster seed node)"
     if settings.redis_sentinels:
         return (
             f"primary of Sentinel service {settings.redis_sentinel_service!r} "
             f"(Sentinels {settings.redis_sentinels})"
         )
+    return _url_address(settings)
+
+
+def _url_address(settings: Settings) -> str:
     parts = urlsplit(settings.redis_url.get_secret_value())
     if parts.scheme == "unix":
         return parts.path
@@ -164,6 +183,11 @@ def _refusal(settings: Settings, exc: BaseException) -> str | None:
                 "(redis://:<password>@host:port/db)"
             )
         return f"{where} refused the password (or user) in RELAYBUS_REDIS_URL"
+    if isinstance(exc, redis.exceptions.RedisClusterException) and "not enabled" in str(exc):
+        return (
+            f"{where} is not part of a cluster (cluster mode is not enabled there): "
+            "unset RELAYBUS_REDIS_CLUSTER or point RELAYBUS_REDIS_URL at a cluster node"
+        )
     if isinstance(exc, redis.exceptions.ResponseError):
         text = str(exc)
         if "DB index" in text or "invalid DB" in text.lower():
@@ -192,7 +216,7 @@ async def probe(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> str |
     )
     try:
         await client.ping()
-    except (redis.exceptions.RedisError, OSError) as exc:
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
         refusal = _refusal(settings, exc)
         if refusal is not None:
             raise RedisRefused(refusal) from None

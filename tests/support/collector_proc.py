@@ -80,7 +80,11 @@ class CollectorProc(ManagedProcess):
     def wait_ready(self, timeout_s: float = 30.0) -> None:
         """Wait for the heartbeat of this process (its pid) to appear in Redis."""
         key = Keys(self.namespace).host(self.host_id)
-        client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
+        client: redis.Redis | redis.RedisCluster
+        if self.extra_env.get("RELAYBUS_REDIS_CLUSTER") == "1":
+            client = redis.RedisCluster.from_url(self.redis_url, socket_timeout=2)
+        else:
+            client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
 
         def beating() -> bool:
             try:

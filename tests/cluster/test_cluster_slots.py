@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
-from collections.abc import Iterator
 from typing import cast
 
-import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
@@ -16,54 +11,15 @@ from relaybus.shared.store.appendlog import AppendBatch, LogAppender, OutEvent
 from relaybus.shared.store.connection import ensure_epoch
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import frames
-from tests.support.procs import stop_process
-from tests.support.servers import free_port, server_binaries
+from tests.support.cluster import ClusterRig
 
 NAMESPACES = [f"team-{c}" for c in "abcdef"]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
-    """Three masters on loopback, slots assigned by ``redis-cli --cluster create``."""
-    root = tmp_path_factory.mktemp("cluster")
-    cli = shutil.which("redis-cli")
-    assert cli is not None
-    ports = [free_port() for _ in range(3)]
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for port in ports:
-            d = root / str(port)
-            d.mkdir()
-            # The bus port is given: the default (port + 10000) may be taken or above 65535.
-            argv = [server_binaries()["redis"], "--port", str(port), "--bind", "127.0.0.1"]
-            argv += ["--cluster-enabled", "yes", "--cluster-port", str(free_port())]
-            argv += ["--save", "", "--dir", str(d), "--logfile", str(d / "log")]
-            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
-        for port, proc in zip(ports, procs, strict=True):
-            wait_ping(cli, port, proc)
-        create = [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports)]
-        create += ["--cluster-replicas", "0", "--cluster-yes"]
-        subprocess.run(create, check=True, capture_output=True, timeout=60)
-        yield ports
-    finally:
-        for proc in procs:
-            stop_process(proc, 5)
-
-
-def wait_ping(cli: str, port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and proc.poll() is None:
-        out = subprocess.run([cli, "-p", str(port), "ping"], capture_output=True, timeout=5)
-        if out.stdout.strip() == b"PONG":
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"no redis on {port} (exit code {proc.poll()})")
-
-
-async def test_namespace_append_is_single_slot(cluster: list[int]) -> None:
+async def test_namespace_append_is_single_slot(cluster: ClusterRig) -> None:
     """The Lua append and the gateway's read pipeline run per namespace without CROSSSLOT;
     every key a namespace wrote is in its one slot, and the namespaces land on several shards."""
-    rc = RedisCluster(host="127.0.0.1", port=cluster[0])
+    rc = RedisCluster(host="127.0.0.1", port=cluster.ports[0])
     # relaybus's store code is typed for the plain client; the cluster client has the same
     # commands and routes each to the slot's node.
     as_plain = cast(aioredis.Redis, rc)
