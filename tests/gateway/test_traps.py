@@ -250,16 +250,18 @@ async def test_epoch_change_when_new_log_overtakes_reader(
 async def test_resume_without_redis_closes_1011(
     private_server: Callable[..., RedisServer], namespace: str
 ) -> None:
-    """A resume that cannot read the log is not left half-done: error{unavailable}, close 1011."""
+    """A resume that cannot read Redis is not left half-done: error{unavailable}, close 1011
+    (before any welcome, so the client keeps its epoch token and resumes with it)."""
     srv = private_server()
     settings = make_settings(srv.url, namespace, redis_socket_timeout_s=1.0)
     async with running_gateway(settings) as g:
         srv.stop()
         async with WsClient(g.ws, token="full-token") as c:
-            await c.hello(FULL, lastSeqId=3)
+            await c.send({"type": "hello", "capabilities": FULL, "lastSeqId": 3})
             err = await c.expect("error", 30)
             assert err["code"] == "unavailable"
             assert await c.closed_code() == 1011
+            assert not c.of_type("welcome")
         srv.start()
 
 
