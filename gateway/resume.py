@@ -111,10 +111,15 @@ class Resumer:
         its view is current). Read again when the hub took in a rewind meanwhile: the hub
         records before it tells its connections, and this one is not welcomed yet."""
         base, gen = parse_token(epoch) if epoch else (self.hub.epoch, 0)
-        for _ in range(2):
-            since = await self.rewinds.since(gen)
-            if self.hub.gen <= since.gen:
-                break
+        try:
+            for _ in range(2):
+                since = await self.rewinds.since(gen)
+                if self.hub.gen <= since.gen:
+                    break
+        except RedisError:
+            if last is not None:
+                raise
+            return self.hub.gen, None  # a fresh view comes from this hub: live without Redis
         if epoch is None or last is None or base != self.hub.epoch:
             return since.gen, None  # an epoch gap or a fresh view: nothing to rewind
         if since.lowest is not None and since.lowest <= last:
