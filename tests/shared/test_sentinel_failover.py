@@ -144,6 +144,8 @@ async def test_failover_loses_and_repeats_nothing(
             assert acknowledged - 2 * UNREPLICATED < gone_last <= acknowledged
             with rig.replica.client() as r:
                 assert int(r.get(keys.seq) or 0) > gone_last
+                # Both gateways found the rewind; it was recorded once.
+                assert r.hget(keys.rewinds, "gen") == b"1"
             await later_clients(gone, gone_last, token, rig, namespace, everything, gw_a.ws)
 
 
