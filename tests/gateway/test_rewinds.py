@@ -3,10 +3,16 @@ generation; a view told of a later, lower rewind is told again; tokens round-tri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 import redis.asyncio as aioredis
+import redis.exceptions
 
 from relaybus.gateway.rewinds import Rewinds, Since, parse_token, token
 from relaybus.shared.store.keys import Keys
+from tests.support.redis_acl import load_acl
+from tests.support.servers import RedisServer
 
 
 def test_token_carries_the_generation_and_a_plain_epoch_is_generation_0() -> None:
@@ -30,3 +36,18 @@ async def test_gateways_reporting_one_rewind_share_its_generation(
     assert await b.record(0, 30) == Since(2, 33)
     assert await a.since(1) == Since(2, 30)
     assert await a.since(0) == Since(2, 30)
+
+
+async def test_the_gateway_acl_user_may_record_a_rewind(
+    private_server: Callable[..., RedisServer], keys: Keys
+) -> None:
+    """deploy/redis-acl.conf lets the gateway user write {ns}:rewinds; still not the log."""
+    srv = private_server()
+    urls = load_acl(srv, keys.ns)
+    gateway = aioredis.Redis.from_url(urls["gateway"])
+    try:
+        assert await Rewinds(gateway, keys).record(0, 7) == Since(1, None)
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            await gateway.set(keys.seq, 1)
+    finally:
+        await gateway.aclose()
