@@ -9,6 +9,12 @@ the Sentinels promote the replica. Then, per client: lines missing (and whether 
 gap_detected covered them) and lines held twice; in the promoted log: lines missing or
 twice; and how many log entries were lost with the primary and re-published.
 
+Two more clients: one leaves gateway A holding the lost lines and, once the log was
+re-published past them, resumes (its ``lastSeqId`` and epoch token) on a third gateway started
+after the failover, which never saw them (``resumed_elsewhere``); one connects to that gateway
+after the failover and resumes on gateway A (``fresh_after_failover``: any ``rewound`` it gets
+is a false one).
+
 Writes ``bench/results/failover.json``. Usage: ``python bench/failover.py --sessions 1``
 and ``--sessions 3``.
 """
@@ -46,10 +52,14 @@ OUT = REPO / "bench" / "results" / "failover.json"
 NS = "failover"
 
 
-async def watcher(url: str, held: list[tuple[int, str]], gaps: list[Any]) -> ClientConnection:
+async def watcher(
+    url: str, held: list[tuple[int, str]], gaps: list[Any], **resume: Any
+) -> tuple[ClientConnection, dict[str, Any]]:
+    """A client seeing every session event (``resume``: its ``lastSeqId`` and ``epoch``); the
+    socket and its welcome."""
     ws = await connect(f"{url}?token=t", compression=None, max_size=None)
-    await ws.send(orjson.dumps({"type": "hello", "capabilities": []}).decode())
-    await ws.recv()
+    await ws.send(orjson.dumps({"type": "hello", "capabilities": [], **resume}).decode())
+    welcome = orjson.loads(await ws.recv())
 
     async def read() -> None:
         with contextlib.suppress(Exception):
@@ -66,7 +76,7 @@ async def watcher(url: str, held: list[tuple[int, str]], gaps: list[Any]) -> Cli
                         held.append((f["seqId"], text))
 
     asyncio.get_running_loop().create_task(read())
-    return ws
+    return ws, welcome
 
 
 async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -96,7 +106,12 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         ):
             held: list[list[tuple[int, str]]] = [[] for _ in range(4)]
             gaps: list[list[Any]] = [[] for _ in range(4)]
-            socks = [await watcher(g.ws, held[i], gaps[i]) for i, g in enumerate((ga, gb, ga, gb))]
+            socks = [
+                (await watcher(g.ws, held[i], gaps[i]))[0] for i, g in enumerate((ga, gb, ga, gb))
+            ]
+            leaver_held: list[tuple[int, str]] = []
+            leaver_gaps: list[Any] = []
+            leaver, hello = await watcher(ga.ws, leaver_held, leaver_gaps)
             written.clear()  # the first line of each session came before the clients
             for i in range(20):
                 write(f"b{i}-", 1)
@@ -107,7 +122,9 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             with rig.primary.client() as p:
                 p.client_kill_filter(_type="replica")
             write("c", args.unreplicated)
-            await until(lambda: all(len(h) >= len(written) for h in held))
+            await until(lambda: all(len(h) >= len(written) for h in [*held, leaver_held]))
+            leaver_last = max(q for q, _ in leaver_held)
+            await leaver.close()
             with rig.primary.client() as p:
                 acknowledged = int(p.get(keys.seq) or 0)
             rig.primary.stop()
@@ -123,6 +140,20 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             settled = time.monotonic() - killed
             for ws in socks:
                 await ws.close()
+            with GatewayProc(redis_url=rig.replica.url, namespace=NS, tokens="t", env=env) as gc:
+                back, _ = await watcher(
+                    gc.ws, leaver_held, leaver_gaps, lastSeqId=leaver_last, epoch=hello["epoch"]
+                )
+                await until(lambda: {t for _, t in leaver_held} >= set(written), 20)
+                await back.close()
+                fresh_gaps: list[Any] = []
+                fresh, fresh_hello = await watcher(gc.ws, [], fresh_gaps)
+                await fresh.close()
+            again, _ = await watcher(
+                ga.ws, [], fresh_gaps, lastSeqId=fresh_hello["seqId"], epoch=fresh_hello["epoch"]
+            )
+            await asyncio.sleep(1)  # a rewound would come right after the welcome
+            await again.close()
         with rig.replica.client() as r:
             log_texts = Counter()
             log_seq: dict[str, int] = {}
@@ -136,7 +167,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     finally:
         rig.stop()
     clients = []
-    for h, g in zip(held, gaps, strict=True):
+    for h, g in zip([*held, leaver_held], [*gaps, leaver_gaps], strict=True):
         have = Counter(t for _, t in h)
         missing = [t for t in written if t not in have]
         covered = [
@@ -162,7 +193,9 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             ),  # the lines after the watchers came
             "duplicated": sum(n - 1 for n in log_texts.values() if n > 1),
         },
-        "clients": clients,
+        "clients": clients[:-1],
+        "resumed_elsewhere": clients[-1] | {"last_seq_id": leaver_last},
+        "fresh_after_failover": {"gaps": dict(Counter(x["reason"] for x in fresh_gaps))},
         "seconds_from_kill_to_all_delivered": round(settled, 2),
     }
 

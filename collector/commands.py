@@ -24,9 +24,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from prometheus_client import Counter
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from relaybus.collector.drivers import SESSION_ORDER
 from relaybus.collector.drivers.control import Controller
@@ -36,7 +34,7 @@ from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import ensure_group
-from relaybus.shared.store.connection import connect
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE, connect
 from relaybus.shared.store.keys import DONE_TTL_S, GROUP, REPLY_MAXLEN, REPLY_TTL_S, Keys
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
@@ -103,17 +101,22 @@ class CommandConsumer:
                 await self._room()
                 await self._read_once(">")
                 backoff.reset()
+            except REDIS_UNAVAILABLE as exc:  # also READONLY (a failover) and OOM replies
+                reraise_if_cancelling(exc)
+                delay = backoff.next()
+                log.warning(
+                    "command stream unavailable (%s: %s); retrying in %.1fs",
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                recovered = False
+                await sleep_unless(stop, delay)
             except ResponseError as exc:
                 if not str(exc).startswith("NOGROUP"):
                     raise
                 log.warning("command group vanished (Redis lost data?): recreating")
                 recovered = False
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                reraise_if_cancelling(exc)
-                delay = backoff.next()
-                log.warning("command stream unavailable: %s; retrying in %.1fs", exc, delay)
-                recovered = False
-                await sleep_unless(stop, delay)
         await self._drain()
         log.info("command consumer stopped")
 
@@ -163,7 +166,7 @@ class CommandConsumer:
                 await asyncio.shield(after)
             SESSION_ORDER.set(release)
             await self._handle(entry_id, fields)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except REDIS_UNAVAILABLE as exc:
             log.warning("command %s not answered (%s); it stays pending", entry_id, exc)
             self._lost = True
         except Exception:

@@ -9,7 +9,9 @@ reports its own gap when the log was trimmed past its position, and after a reco
 checks that the entries it dispatched last are still the log's (a Sentinel failover to a
 replica that missed them takes them back; the collectors re-publish their lines from their
 file offsets under those seqs, maybe in another order): if not, it rewinds to the first
-changed seq and tells clients (``gap_detected{rewound}``).
+changed seq and tells clients (``gap_detected{rewound}``). It records each rewind in Redis
+(:mod:`relaybus.gateway.rewinds`) so that a client resuming anywhere later is told too, and
+it applies the rewinds other gateways recorded that its own check could not see.
 
 (Over 300 lines: the reader's traps — epoch, trim gap, rewind — share its position and only make sense together.)
 """
@@ -30,6 +32,7 @@ from relaybus.gateway.connection import Connection
 from relaybus.gateway.events import Event, from_entry, seq_of
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.replay import Gap
+from relaybus.gateway.rewinds import Rewinds, token
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.keys import Keys
@@ -55,6 +58,13 @@ class Hub:
         #: Last seq dispatched to connections (what direct replies carry as ``seqId``).
         self.position = 0
         self.epoch = ""
+        #: Rewind generation what this hub dispatched is consistent with.
+        self.gen = 0
+
+    @property
+    def token(self) -> str:
+        """The epoch token of this hub's view (what its rewound gaps carry)."""
+        return token(self.epoch, self.gen)
 
     def add(self, conn: Connection) -> None:
         self.connections.add(conn)
@@ -166,6 +176,7 @@ class Hub:
         """Redis lost its data: seqs restart; clients must drop what they hold."""
         log.warning("epoch changed to %s (was at seq %d): resetting", new_epoch, old_position)
         self.epoch = new_epoch
+        self.gen = 0
         self.position = 0
         frame = server_frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
@@ -186,7 +197,7 @@ class Hub:
             from_seq,
         )
         self.position = from_seq - 1
-        frame = server_frames.gap_frame(from_seq, old_position, REWOUND)
+        frame = server_frames.gap_frame(from_seq, old_position, REWOUND, epoch=self.token)
         for conn in self.connections:
             conn.rewind(from_seq - 1)
             if conn.welcomed:
@@ -214,6 +225,7 @@ class LogReader:
     ) -> None:
         self.client = client
         self.keys = keys
+        self.rewinds = Rewinds(client, keys)
         self.hub = hub
         self.metrics = metrics
         self.block_ms = block_ms
@@ -263,6 +275,7 @@ class LogReader:
             hub.epoch = epoch
             last: Any = await self.client.xrevrange(self.keys.log, count=1)
             hub.position = seq_of(last[0][0]) if last else 0
+            hub.gen = (await self.rewinds.since(0)).gen
             log.info("log reader starts at seq %d, epoch %s", hub.position, epoch)
         elif epoch != hub.epoch:
             hub.epoch_changed(epoch, hub.position)
@@ -304,10 +317,27 @@ class LogReader:
         self.metrics.reader_lag.set(max(0, head - hub.position))
 
     async def _check_recent(self) -> None:
-        """Compare the entries dispatched last with the log's; rewind at the first that
-        changed or vanished (below the log's oldest entry, vanished means trimmed)."""
+        """Compare the entries dispatched last with the log's, record what changed, and
+        rewind from the first seq that changed or vanished here, or that another gateway
+        recorded below what this one can compare."""
+        hub = self.hub
+        lo = self._recent[0][0] if self._recent else hub.position + 1
+        changed = await self._first_changed()
+        since = await self.rewinds.record(hub.gen, changed)
+        start = changed
+        if since.lowest is not None and since.lowest < lo:
+            start = since.lowest if start is None else min(start, since.lowest)
+        hub.gen = since.gen
+        if start is not None and start <= hub.position:
+            while self._recent and self._recent[-1][0] >= start:
+                self._recent.pop()
+            hub.rewound(start, hub.position)
+
+    async def _first_changed(self) -> int | None:
+        """The first dispatched seq whose entry changed or vanished (below the log's oldest
+        entry, vanished means trimmed)."""
         if not self._recent:
-            return
+            return None
         lo, hi = self._recent[0][0], self.hub.position
         first: Any = await self.client.xrange(self.keys.log, count=1)
         oldest = seq_of(first[0][0]) if first else 0
@@ -315,7 +345,5 @@ class LogReader:
         now = {seq_of(eid): hash(fields.get(b"f", b"{}")) for eid, fields in entries}
         for seq, digest in self._recent:
             if seq >= oldest and now.get(seq) != digest:
-                while self._recent and self._recent[-1][0] >= seq:
-                    self._recent.pop()
-                self.hub.rewound(seq, hi)
-                return
+                return seq
+        return None

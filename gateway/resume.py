@@ -4,7 +4,9 @@ of a v1 client.
 The connection buffers live events from its first moment; the log after the client's
 position is queued page by page within its byte budget until it meets that buffer, and the
 merge (:mod:`relaybus.gateway.replay`) places every event once, in order, with the gaps
-the client must hear of (DESIGN §8).
+the client must hear of (DESIGN §8). A client whose epoch token predates a recorded rewind
+of the log at or below its ``lastSeqId`` is told ``gap_detected{rewound}`` first and
+re-reads from there (:mod:`relaybus.gateway.rewinds`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
+from relaybus.gateway.rewinds import Rewinds, parse_token, token
 from relaybus.gateway.server_frames import Outgoing
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
@@ -44,6 +47,7 @@ class Resumer:
         self.hub = hub
         self.metrics = metrics
         self.gateway_id = gateway_id
+        self.rewinds = Rewinds(client, keys)
 
     async def hello(self, conn: Connection, msg: protocol.Hello) -> None:
         if conn.hello_done:
@@ -59,38 +63,85 @@ class Resumer:
             conn.global_buffer = []
             conn.buffer_floor = self.hub.position
             self.hub.refresh(conn)
-        conn.send(
-            server_frames.welcome(
-                caps, self.hub.epoch, self.gateway_id, self.hub.position, msg.requestId
-            )
-        )
-        conn.welcomed = True
-        await self._resume_or_close(conn, msg.lastSeqId, msg.epoch, msg.requestId)
+        await self._resume_or_close(conn, msg.lastSeqId, msg.epoch, msg.requestId, caps)
 
     async def _resume_or_close(
-        self, conn: Connection, last: int | None, epoch: str | None, request_id: str | None
+        self,
+        conn: Connection,
+        last: int | None,
+        epoch: str | None,
+        request_id: str | None,
+        welcome_caps: list[str] | None = None,
     ) -> None:
+        """Welcome (a hello; not a v1 client) and resume; ``epoch`` is the client's token."""
         try:
-            await self._resume(conn, last, epoch)
+            gen, rewind_from = await self._rewound_since(last, epoch)
+            if welcome_caps is not None:
+                # Until the rewound gap arrives the client's view is still the old one.
+                tok = epoch if rewind_from is not None and epoch else self._token(gen)
+                self._welcome(conn, welcome_caps, tok, request_id)
+            if rewind_from is not None and last is not None:
+                self.metrics.gaps.labels("rewound").inc()
+                frame = server_frames.gap_frame(
+                    rewind_from, last, "rewound", epoch=self._token(gen)
+                )
+                conn.send(frame)
+                conn.global_mark = min(conn.global_mark, rewind_from - 1)
+                last = rewind_from - 1
+            await self._resume(conn, last, epoch, gen)
         except RedisError as exc:
             # The connection is buffering and cannot be completed: close it so the client
             # resumes (here or elsewhere) instead of silently receiving nothing.
+            # Failing before its welcome, the client keeps its own token (and view).
             log.warning("connection %s: resume failed: %s", conn.cid, exc)
             final = server_frames.error_frame(
                 ErrorCode.UNAVAILABLE, "resume failed, reconnect", request_id, self.hub.position
             )
             conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
 
-    async def _resume(self, conn: Connection, last: int | None, epoch: str | None) -> None:
+    def _welcome(self, conn: Connection, caps: list[str], tok: str, request_id: str | None) -> None:
+        conn.send(server_frames.welcome(caps, tok, self.gateway_id, self.hub.position, request_id))
+        conn.welcomed = True
+
+    def _token(self, gen: int) -> str:
+        return token(self.hub.epoch, gen)
+
+    async def _rewound_since(self, last: int | None, epoch: str | None) -> tuple[int, int | None]:
+        """The rewind generation to give the client, and the seq to rewind it from (``None``:
+        its view is current). Read again when the hub took in a rewind meanwhile: the hub
+        records before it tells its connections, and this one is not welcomed yet."""
+        base, gen = parse_token(epoch) if epoch else (self.hub.epoch, 0)
+        try:
+            for _ in range(2):
+                since = await self.rewinds.since(gen)
+                if self.hub.gen <= since.gen:
+                    break
+        except RedisError:
+            if last is not None:
+                raise
+            return self.hub.gen, None  # a fresh view comes from this hub: live without Redis
+        if epoch is None or last is None or base != self.hub.epoch:
+            return since.gen, None  # an epoch gap or a fresh view: nothing to rewind
+        if since.lowest is not None and since.lowest <= last:
+            return since.gen, since.lowest
+        return since.gen, None
+
+    async def _resume(
+        self, conn: Connection, last: int | None, epoch: str | None, gen: int
+    ) -> None:
         items: list[Outgoing] = []
         if last is None:
             merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
             self._finish_global(conn, merged, items, conn.buffer_floor)
             return
         page = await history.read_log_page(self.client, self.keys, last, count=1)
-        if (epoch is not None and epoch != page.epoch) or last > page.head:
+        if (epoch is not None and parse_token(epoch)[0] != page.epoch) or last > page.head:
             items.append(
-                conn.direct_out(server_frames.gap_frame(1, last, "epoch", epoch=page.epoch))
+                conn.direct_out(
+                    server_frames.gap_frame(
+                        1, last, "epoch", epoch=token(page.epoch, gen) if page.epoch else None
+                    )
+                )
             )
             self.metrics.gaps.labels("epoch").inc()
             last = 0

@@ -19,6 +19,10 @@ from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
+#: A supervised task that ran this long before it crashed was healthy: restart it after the
+#: first delay again instead of after the one its earlier crashes built up (up to 30 s).
+HEALTHY_RUN_S = 60.0
+
 
 def now_ms() -> int:
     """The wall clock in whole milliseconds (what every stamp on the wire uses)."""
@@ -52,12 +56,17 @@ async def supervise(
     factory: Callable[[], Awaitable[None]],
     stop: asyncio.Event,
     on_crash: Callable[[str], None],
+    *,
+    backoff: Backoff | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """The one policy for background tasks (collector and gateway): run ``factory()`` until
     it returns or ``stop``; a crash is logged, reported to ``on_crash(name)`` (the
-    ``task_crashes_total{task}`` counter) and restarted after a jittered exponential delay."""
-    backoff = Backoff(0.5, 30.0)
+    ``task_crashes_total{task}`` counter) and restarted after a jittered exponential delay,
+    which starts over after a run of :data:`HEALTHY_RUN_S` (by ``clock``)."""
+    backoff = backoff or Backoff(0.5, 30.0)
     while not stop.is_set():
+        started = clock()
         try:
             await factory()
             return
@@ -66,6 +75,8 @@ async def supervise(
         except Exception as exc:
             reraise_if_cancelling(exc)  # a cancel redis-py turned into an error
             on_crash(name)
+            if clock() - started >= HEALTHY_RUN_S:
+                backoff.reset()
             delay = backoff.next()
             log.exception("task %s crashed; restarting in %.1f s", name, delay)
             await sleep_unless(stop, delay)

@@ -10,6 +10,11 @@ import { Store } from "./store.js";
 export const CAPABILITIES = ["session_subscriptions", "turn_status_observe", "blocks_only"];
 const USER_TYPES = new Set(["user", "text", "message"]);
 
+/** The epoch of an epoch token: `<epoch>` or `<epoch>.<rewind generation>` (protocol.md). */
+function epochOf(token) {
+  return typeof token === "string" ? token.replace(/\.\d+$/, "") : token;
+}
+
 /**
  * What the controller tells the screen; app.js implements every method.
  * @typedef {object} View
@@ -163,7 +168,7 @@ export class Controller {
   onWelcome(msg) {
     const store = this.store;
     this.conn.markHealthy();
-    const epochChanged = store.epoch !== null && msg.epoch !== store.epoch;
+    const epochChanged = store.epoch !== null && epochOf(msg.epoch) !== epochOf(store.epoch);
     if (this.link.resumed && !epochChanged && Number(msg.seqId) > store.lastSeqId) {
       this.fresh.catchingUp = Number(msg.seqId) - store.lastSeqId; // replayed before our list answer
       this.drawFreshness();
@@ -189,9 +194,15 @@ export class Controller {
   onGap(msg) {
     const chat = this.store.chat;
     if (msg.sessionId && chat?.sessionId !== msg.sessionId) return;
+    if (!msg.sessionId && typeof msg.epoch === "string") this.store.epoch = msg.epoch;
     if (!msg.sessionId && msg.reason === "epoch") this.store.lastSeqId = 0;
+    if (!msg.sessionId && msg.reason === "rewound") {
+      // What we hold from fromSeqId on is void; the log's entries from there follow.
+      this.store.lastSeqId = Math.min(this.store.lastSeqId, Number(msg.fromSeqId) - 1);
+    }
     if (!chat) return;
-    if (!msg.sessionId && this.link.gapReset) return; // already reloaded on this connection
+    // Already reloaded on this connection (a rewound voids that reload too).
+    if (!msg.sessionId && this.link.gapReset && msg.reason !== "rewound") return;
     this.resetChat(msg);
     if (this.link.welcomed) this.watch(chat.sessionId, 0);
   }

@@ -28,7 +28,9 @@ from urllib.parse import urlsplit
 import redis.asyncio as aioredis
 import redis.exceptions
 from redis.asyncio.connection import parse_url
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
+from redis.backoff import NoBackoff
 
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.cluster import cluster_client
@@ -211,6 +213,8 @@ async def probe(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> str |
     it cannot be reached now (worth retrying); raises :class:`RedisRefused` when it never
     will answer these settings."""
     bounded_s = min(timeout_s, settings.redis_socket_timeout_s)
+    if settings.sentinel_addresses and (refused := await _sentinel_refusal(settings, bounded_s)):
+        raise RedisRefused(refused)
     client = _client(
         settings, timeout_s=bounded_s, connect_timeout_s=bounded_s, retry_on_timeout=False
     )
@@ -220,10 +224,48 @@ async def probe(settings: Settings, timeout_s: float = PROBE_TIMEOUT_S) -> str |
         refusal = _refusal(settings, exc)
         if refusal is not None:
             raise RedisRefused(refusal) from None
+        if isinstance(exc, MasterNotFoundError):  # not its repr of every Sentinel client
+            return str(exc).split(" : ", 1)[0]
         return str(exc).strip() or type(exc).__name__
     finally:
         await client.aclose()
     return None
+
+
+async def _sentinel_refusal(settings: Settings, timeout_s: float) -> str | None:
+    """The one-line reason when every Sentinel that answers refuses our credentials for it
+    (redis-py reports that as "no master found", an outage, after retrying each Sentinel
+    for seconds). Asked once each, first answer wins."""
+    refused = False
+    for host, port in settings.sentinel_addresses:
+        sentinel = aioredis.Redis(
+            host=host,
+            port=port,
+            username=settings.redis_sentinel_username or None,
+            password=settings.redis_sentinel_password.get_secret_value() or None,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
+        try:
+            await sentinel.ping()
+        except redis.exceptions.AuthenticationError:
+            refused = True  # a wrong or missing password (or user)
+        except (redis.exceptions.RedisError, OSError):
+            continue  # unreachable: not an answer
+        else:
+            return None
+        finally:
+            await sentinel.aclose()
+    if not refused:
+        return None
+    where = f"the Sentinels at {settings.redis_sentinels}"
+    if not settings.redis_sentinel_password.get_secret_value():
+        return f"{where} require a password: set RELAYBUS_REDIS_SENTINEL_PASSWORD"
+    return (
+        f"{where} refused the password (or user) in RELAYBUS_REDIS_SENTINEL_PASSWORD "
+        "(and RELAYBUS_REDIS_SENTINEL_USERNAME)"
+    )
 
 
 async def wait_for_redis(

@@ -32,6 +32,12 @@ class Keys:
     def epoch(self) -> str:
         return f"{self.prefix}epoch"
 
+    @property
+    def rewinds(self) -> str:
+        """Hash of the log's rewinds (failovers that lost entries): ``gen`` → the last
+        generation, ``<gen>`` → the first seq that rewind changed."""
+        return f"{self.prefix}rewinds"
+
     def session(self, sid: str) -> str:
         return f"{self.prefix}session:{sid}"
 

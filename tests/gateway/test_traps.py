@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 import orjson
 import redis.asyncio as aioredis
+import websockets
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -250,17 +251,38 @@ async def test_epoch_change_when_new_log_overtakes_reader(
 async def test_resume_without_redis_closes_1011(
     private_server: Callable[..., RedisServer], namespace: str
 ) -> None:
-    """A resume that cannot read the log is not left half-done: error{unavailable}, close 1011."""
+    """A resume that cannot read Redis is not left half-done: error{unavailable}, close 1011
+    (before any welcome, so the client keeps its epoch token and resumes with it). A hello
+    without lastSeqId is still welcomed."""
     srv = private_server()
     settings = make_settings(srv.url, namespace, redis_socket_timeout_s=1.0)
     async with running_gateway(settings) as g:
         srv.stop()
         async with WsClient(g.ws, token="full-token") as c:
-            await c.hello(FULL, lastSeqId=3)
+            await c.send({"type": "hello", "capabilities": FULL, "lastSeqId": 3})
             err = await c.expect("error", 30)
             assert err["code"] == "unavailable"
             assert await c.closed_code() == 1011
+            assert not c.of_type("welcome")
+        async with WsClient(g.ws, token="full-token") as fresh:  # nothing to resume: welcome
+            assert (await fresh.hello(FULL))["epoch"]
         srv.start()
+
+
+async def resumed(url: str, last: int, epoch: str) -> WsClient:
+    """A resume, done again as a client would while the gateway's pool still holds
+    connections Redis closed (each fails one resume with 1011); the frames up to the answer
+    to a list_sessions sent after it."""
+    for _ in range(10):
+        async with WsClient(url, token="full-token") as c:
+            try:
+                await c.hello([], lastSeqId=last, epoch=epoch)
+                await c.send({"type": "list_sessions"})
+                await c.expect("sessions")
+            except websockets.ConnectionClosed:
+                continue
+            return c
+    raise AssertionError("every resume failed")
 
 
 async def test_rewound_log_after_reconnect(
@@ -279,7 +301,7 @@ async def test_rewound_log_after_reconnect(
             running_gateway(make_settings(srv.url, namespace)) as g,
             WsClient(g.ws, token="full-token") as c,
         ):
-            await c.hello([])
+            token = (await c.hello([]))["epoch"]
             await pub.events("s1", [f"a{i}" for i in range(5)])
             kept = int(await client.get(keys.seq) or 0)
             await pub.events("s1", [f"x{i}" for i in range(5)])
@@ -308,5 +330,14 @@ async def test_rewound_log_after_reconnect(
             ]
             assert held == [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(3)]
             assert g.metric("relaybus_gateway_gaps_total", {"reason": "rewound"}) == 1
+            # The rewind is recorded: a client that left with the old token and a seq from the
+            # lost part is told on resume; one holding the new token is not.
+            assert gap["epoch"] == f"{token}.1"
+            head = c.events()[-1]["seqId"]  # after the rewind, above its fromSeqId
+            for resume_token, last, told in ((token, old_head, True), (gap["epoch"], head, False)):
+                again = await resumed(g.ws, last, resume_token)
+                assert again.of_type("welcome")[0]["epoch"] == resume_token
+                gaps = [(f["reason"], f["fromSeqId"]) for f in again.of_type("gap_detected")]
+                assert gaps == ([("rewound", kept + 1)] if told else [])
     finally:
         await client.aclose()

@@ -1,6 +1,7 @@
 """Sentinel failover with real processes: a collector and two gateways follow the promoted
 replica without a restart, and the lines the dead primary acknowledged but never replicated
-reach every watching client exactly once."""
+reach every watching client exactly once, also a client that resumes later on a gateway that
+never saw them; a client that connected after the failover is not told of a rewind."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ SIDS = ("5e7f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "6f8a2b3c-4d5e-4f6a-9b0c-1d2e3f4
 BEFORE, UNREPLICATED, DURING = 20, 12, 20
 
 
-def view(c: WsClient) -> list[str]:
-    """The chat lines a client holds once it applied every gap_detected{rewound}: what it
-    got for seqs from fromSeqId on is void (the log's new entries follow)."""
+def view(*conns: WsClient) -> list[str]:
+    """The chat lines a client holds (over its connections, in order) once it applied every
+    gap_detected{rewound}: what it got for seqs from fromSeqId on is void (the log's new
+    entries follow)."""
     held: list[tuple[int, str]] = []
-    for f in c.received:
+    for f in (f for c in conns for f in c.received):
         if f["type"] == "gap_detected" and f["reason"] == "rewound":
             held = [(seq, text) for seq, text in held if seq < f["fromSeqId"]]
         elif f["type"] == "session_event" and f["event"]["type"] == "user":
@@ -93,6 +95,9 @@ async def test_failover_loses_and_repeats_nothing(
     ):
         async with contextlib.AsyncExitStack() as stack:
             clients = [await watch(stack, gw.ws) for gw in (gw_a, gw_b, gw_a, gw_b)]
+            gone = WsClient(gw_a.ws, token="full-token")  # leaves holding lost lines
+            await gone.__aenter__()
+            token = (await gone.hello([]))["epoch"]
             for i in range(BEFORE):
                 write(i, i + 1)
                 await asyncio.sleep(0.005)
@@ -104,7 +109,9 @@ async def test_failover_loses_and_repeats_nothing(
             with rig.primary.client() as p:
                 p.client_kill_filter(_type="replica")
             write(BEFORE, BEFORE + UNREPLICATED)
-            await holds(clients, {f"s{k}-{BEFORE + UNREPLICATED - 1}" for k in (0, 1)}, 10)
+            await holds([*clients, gone], {f"s{k}-{BEFORE + UNREPLICATED - 1}" for k in (0, 1)}, 10)
+            gone_last = max(f["seqId"] for f in gone.received)
+            await gone.__aexit__(None, None, None)
             keys = Keys(namespace)
             with rig.primary.client() as p:
                 acknowledged = int(p.get(keys.seq) or 0)
@@ -133,3 +140,41 @@ async def test_failover_loses_and_repeats_nothing(
                     assert [t for t in chat if t != f"s{k}-start"] == lines(k, 0, end)
             # The collector found its committed offsets behind and re-published from them.
             assert "adopting it" in collector.log()
+            # It left holding lost entries, and the log was re-published past them.
+            assert acknowledged - 2 * UNREPLICATED < gone_last <= acknowledged
+            with rig.replica.client() as r:
+                assert int(r.get(keys.seq) or 0) > gone_last
+                # Both gateways found the rewind; it was recorded once.
+                assert r.hget(keys.rewinds, "gen") == b"1"
+            await later_clients(gone, gone_last, token, rig, namespace, everything, gw_a.ws)
+
+
+async def later_clients(
+    gone: WsClient,
+    last: int,
+    token: str,
+    rig: SentinelRig,
+    namespace: str,
+    everything: set[str],
+    other_ws: str,
+) -> None:
+    """``gone`` resumes on a gateway started after the failover (it never saw the lost
+    entries; the log has been re-published past ``last``): it is told rewound and ends with
+    every line once. A client that connects now and resumes on another gateway is not."""
+    env = {"RELAYBUS_REDIS_SENTINELS": rig.sentinels}
+    with GatewayProc(redis_url=rig.replica.url, namespace=namespace, env=env) as gw_c:
+        async with WsClient(gw_c.ws, token="full-token") as back:
+            await back.hello([], lastSeqId=last, epoch=token)
+            await back.until(lambda _: everything <= set(view(gone, back)), 20)
+            assert len(view(gone, back)) == len(everything)  # no line twice
+            gaps = back.of_type("gap_detected")
+            assert [g["reason"] for g in gaps] == ["rewound"]
+            assert gaps[0]["fromSeqId"] <= last and gaps[0]["epoch"] != token
+        async with WsClient(gw_c.ws, token="full-token") as fresh:
+            hello = await fresh.hello([])
+        assert hello["epoch"] != token  # the generation after the rewind
+        async with WsClient(other_ws, token="full-token") as again:
+            await again.hello([], lastSeqId=hello["seqId"], epoch=hello["epoch"])
+            await again.send({"type": "list_sessions"})
+            await again.expect("sessions")
+            assert not again.of_type("gap_detected")

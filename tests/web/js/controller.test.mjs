@@ -291,3 +291,31 @@ test("turn changes and session updates reach the list, and the chat when it is o
   r.ctl.handle({ type: "some_future_frame", requestId: "x" });
   assert.equal(r.calls.length, 5, "unknown frames are ignored");
 });
+
+test("a rewound gap voids what was held from fromSeqId: resume from below it, with the new token", () => {
+  const r = rig();
+  connect(r, { epoch: "e1", head: 40 });
+  openChat(r);
+  r.ctl.handle(event(44));
+  r.ctl.handle({ type: "gap_detected", fromSeqId: 33, toSeqId: 44, reason: "rewound", epoch: "e1.1", seqId: 32 });
+  assert.deepEqual(r.called("renderAll").at(-1)[0].map((i) => i.gap?.reason), ["rewound"]);
+  r.clear();
+  r.ctl.handle({ type: "gap_detected", fromSeqId: 35, toSeqId: 44, reason: "rewound", epoch: "e1.2", seqId: 34 });
+  assert.equal(r.frames("watch_session").length, 1, "a second rewound reloads the chat again");
+  const hello = r.ctl.hello();
+  assert.equal(hello.lastSeqId, 32);
+  assert.equal(hello.epoch, "e1.2");
+});
+
+test("a welcome whose token differs only in the rewind generation is not a new epoch", () => {
+  const r = rig();
+  connect(r, { epoch: "e1", head: 50 });
+  openChat(r);
+  r.ctl.handle(event(50));
+  r.clear();
+  r.ctl.hello();
+  r.ctl.handle({ type: "welcome", epoch: "e1.3", seqId: 60 });
+  assert.equal(r.ctl.store.epoch, "e1.3");
+  assert.equal(r.ctl.store.lastSeqId, 50, "the resume position is kept");
+  assert.equal(r.called("renderAll").length, 0, "the chat is not reset");
+});
