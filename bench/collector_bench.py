@@ -66,11 +66,15 @@ def wait_committed(client: redis.Redis, key: str, field: str, size: int, timeout
     raise TimeoutError(f"{field} not committed to {size}")
 
 
-def throughput(srv: RedisServer, claude: Path, lines: list[bytes], ns: str) -> dict[str, Any]:
+def throughput(
+    srv: RedisServer, claude: Path, lines: list[bytes], ns: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     (claude / "projects").mkdir(parents=True)
     (claude / "sessions").mkdir()
     client = srv.client()
-    proc = CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench")
+    proc = CollectorProc(
+        redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench", env=env
+    )
     proc.start()
     try:
         data = b"".join(lines)
@@ -141,10 +145,14 @@ def watch_wakeups(dirpath: Path, stamps: dict[str, float], stop: threading.Event
         stamps[f"w{len(stamps)}"] = time.perf_counter()
 
 
-def latency(srv: RedisServer, claude: Path, ns: str, seconds: float) -> dict[str, Any]:
+def latency(
+    srv: RedisServer, claude: Path, ns: str, seconds: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     client = srv.client()
     reader = redis.Redis(port=srv.port, socket_timeout=10)
-    proc = CollectorProc(redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench-lat")
+    proc = CollectorProc(
+        redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench-lat", env=env
+    )
     proc.start()
     sid = "bench-latency"
     path = transcript(claude, sid)

@@ -173,13 +173,23 @@ def client_args(proto: str, url: str, sid: str, n: int) -> list[str]:
     return ["--proto", proto, "--url", url, "--token", TOKEN, "--sid", sid, "--n", str(n)]
 
 
-async def relaybus_stack(srv: RedisServer, tmp: Path) -> Stack:
+async def relaybus_stack(
+    srv: RedisServer,
+    tmp: Path,
+    *,
+    name: str = "relaybus",
+    collector_env: dict[str, str] | None = None,
+) -> Stack:
+    """``collector_env`` (e.g. a ``PYTHONPATH`` to another tree) goes to the collector only."""
     ns = f"cmp{uuid.uuid4().hex[:6]}"
-    claude = tmp / "relaybus" / "claude"
+    claude = tmp / name / "claude"
     (claude / "projects").mkdir(parents=True)
     (claude / "sessions").mkdir()
     col = CollectorProc(
-        redis_url=srv.url, namespace=ns, claude_dir=claude, env={"RELAYBUS_BACKFILL_EVENTS": "10"}
+        redis_url=srv.url,
+        namespace=ns,
+        claude_dir=claude,
+        env={"RELAYBUS_BACKFILL_EVENTS": "10", **(collector_env or {})},
     )
     gw = GatewayProc(
         redis_url=srv.url, namespace=ns, tokens=TOKEN, env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"}
@@ -206,7 +216,7 @@ async def relaybus_stack(srv: RedisServer, tmp: Path) -> Stack:
         gw.kill()
         col.stop()
 
-    return Stack("relaybus", "relaybus", gw.ws, gw.proc.pid, new_target, stop)
+    return Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop)
 
 
 def file_target(d: Path) -> Callable[[], Awaitable[tuple[str, Path]]]:

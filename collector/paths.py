@@ -15,6 +15,7 @@ its name could splice Redis keys (``<sid>:events``) or read as a command-line op
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import orjson
@@ -38,6 +39,7 @@ class TranscriptPath:
     agent_id: str | None
 
 
+@lru_cache(maxsize=4096)  # every wake-up classifies its paths again: ~20 µs of pathlib each
 def classify(claude_dir: Path, path: Path) -> TranscriptPath | None:
     """The session/agent of a transcript path, or ``None`` when it is not a transcript."""
     try:

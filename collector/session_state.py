@@ -7,7 +7,6 @@ the functions build the log events (``turn_status``, ``session_event``,
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +81,26 @@ class SessionState:
         )
 
     def clone(self) -> SessionState:
-        return copy.deepcopy(self)
+        """A copy whose changes never reach this state (every batch plans on one). Field by
+        field: ``copy.deepcopy`` cost 20-40x more (50+ µs), most of a one-line batch's planning."""
+        return SessionState(
+            self.sid,
+            self.cwd,
+            self.entrypoint,
+            self.title,
+            self.title_rank,
+            self.first_prompt,
+            self.first_prompt_rank,
+            self.started_at,
+            self.live,
+            self.pid,
+            self.end_reason,
+            self.turn.copy(),
+            dict(self.pending_summaries),
+            set(self.warmup_agents),
+            dict(self.agent_parents),
+            self.has_content,
+        )
 
 
 def turn_changed(sid: str, change: TurnChange) -> tuple[OutEvent, dict[str, str]]:

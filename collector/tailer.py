@@ -35,11 +35,22 @@ def open_regular(path: Path | str) -> BinaryIO:
     files); ``fstat`` on the open descriptor then refuses anything but a regular file.
     Raises :class:`NotRegular` (an ``OSError``) or the ``OSError`` of ``open``.
     """
+    fd, _st = open_fd(path)
+    try:
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_fd(path: Path | str) -> tuple[int, os.stat_result]:
+    """:func:`open_regular` as a bare descriptor and its ``fstat`` (the caller closes it)."""
     fd = os.open(path, _OPEN_FLAGS)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise NotRegular(f"not a regular file: {path}")
-        return os.fdopen(fd, "rb")
+        return fd, st
     except BaseException:
         os.close(fd)
         raise
@@ -139,27 +150,32 @@ class FileTail:
             self._skip = None
 
     def read(self, *, max_lines: int, max_bytes: int, max_line_bytes: int) -> list[Line]:
-        """Complete lines from the committed offset, up to ``max_lines``/about ``max_bytes``."""
+        """Complete lines from the committed offset, up to ``max_lines``/about ``max_bytes``.
+
+        Reads with ``pread`` up to the size the open file has (what is appended meanwhile
+        is the next call's): a line or two cost one read of their own size, not a buffered
+        read of :data:`CHUNK_BYTES`.
+        """
         lines: list[Line] = []
         try:
-            f = open_regular(self.path)
+            fd, st = open_fd(self.path)
         except OSError:  # gone, or swapped for a FIFO/symlink: the next check() sees it
             return lines
         try:
-            if Identity.of(os.fstat(f.fileno())) != self.identity:
+            if Identity.of(st) != self.identity:
                 return lines  # replaced between check() and open(): the next check sees it
+            size = st.st_size
             base = self.offset
             buf = b""
             i = 0
             total = 0
             if self._skip is not None and self._skip[0] == base:
-                found = self._skip_through(f, base, self._skip[1])
+                found = self._skip_through(fd, base, self._skip[1])
                 if found is None:
                     return lines
                 lines.append(found)
                 total += 1
                 base = found.end
-            f.seek(base)
             while len(lines) < max_lines and total < max_bytes:
                 nl = buf.find(b"\n", i)
                 if nl >= 0:
@@ -170,29 +186,29 @@ class FileTail:
                     i = nl + 1
                     continue
                 if len(buf) - i > max_line_bytes:
-                    found = self._skip_through(f, base + i, base + len(buf))
+                    found = self._skip_through(fd, base + i, base + len(buf))
                     if found is None:
                         break
                     lines.append(found)
                     total += 1
                     base, buf, i = found.end, b"", 0
-                    f.seek(base)
                     continue
-                data = f.read(CHUNK_BYTES)
+                at = base + len(buf)
+                want = min(CHUNK_BYTES, size - at)
+                data = os.pread(fd, want, at) if want > 0 else b""
                 if not data:
                     break
                 base += i
-                buf = buf[i:] + data
+                buf = buf[i:] + data if i < len(buf) else data
                 i = 0
         finally:
-            f.close()
+            os.close(fd)
         return lines
 
-    def _skip_through(self, f: BinaryIO, start: int, scanned: int) -> Line | None:
+    def _skip_through(self, fd: int, start: int, scanned: int) -> Line | None:
         """Scan an oversize line for its newline without keeping its bytes."""
-        f.seek(scanned)
         while True:
-            data = f.read(CHUNK_BYTES)
+            data = os.pread(fd, CHUNK_BYTES, scanned)
             if not data:
                 self._skip = (start, scanned)
                 return None

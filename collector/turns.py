@@ -68,6 +68,24 @@ class TurnTracker:
     #: The backstop ended the turn; a main-session assistant/tool-result line revives it.
     backstopped: bool = False
 
+    def copy(self) -> TurnTracker:
+        """An independent copy (``copy.copy`` of a slotted dataclass costs several times more)."""
+        return TurnTracker(
+            self.state,
+            self.since,
+            self.waiting_for,
+            self.last_activity_ms,
+            self.live,
+            self.live_waiting_for,
+            self.live_idle_since,
+            self.busy_seen,
+            self.transcript,
+            self.run_active,
+            self.approval,
+            self.live_waiting_stale,
+            self.backstopped,
+        )
+
     # --- inputs ---------------------------------------------------------------------------
 
     def on_line(self, turn: str | None, ts_ms: int, *, activity: bool = False) -> TurnChange | None:

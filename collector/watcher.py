@@ -64,8 +64,11 @@ class Wake:
         return out
 
     async def wait(self, timeout_s: float) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the wait in a task of its
+        # own, one more event-loop turn between a change and the engine.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.event.wait()
 
 
 #: The directories watched, relative to the Claude dir (``*``: any name): where transcripts

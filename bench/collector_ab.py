@@ -1,0 +1,143 @@
+"""The collector before and after a change, side by side: one run, variants interleaved.
+
+Exports ``--base`` (a git ref, default ``main``) into a temporary tree and runs its
+collector against the working tree's, round after round (A B A B ...), so the drift of a
+shared machine hits both alike. Each round and variant runs ``bench/collector_bench.py``'s
+two measures with a real ``python -m relaybus.collector`` on a private Redis:
+
+* throughput: ``--lines`` fixture lines dropped in at once: lines/s and the collector's
+  CPU µs per line;
+* latency: one line every 10 ms for ``--latency-s`` s, ``write()`` to readable in the log
+  (p50/p99), next to a bare watchfiles wake-up measured in the same run.
+
+``--uvloop`` adds the working tree on uvloop (installed by a ``sitecustomize`` on
+``PYTHONPATH``) as a third variant. Medians over rounds go to
+``bench/results/collector_ab.json``. Usage: ``python bench/collector_ab.py [--rounds 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from collector_bench import REPO, fixture_lines, latency, throughput
+
+from tests.support.servers import RedisServer, server_binaries
+
+OUT = REPO / "bench" / "results" / "collector_ab.json"
+UVLOOP_SITE = "import uvloop\n\nuvloop.install()\n"
+
+
+def export(ref: str, into: Path) -> str:
+    """``git archive`` of ``ref`` unpacked in ``into``; its commit id."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", ref], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    tar = subprocess.run(["git", "archive", commit], cwd=REPO, check=True, capture_output=True)
+    with tarfile.open(fileobj=BytesIO(tar.stdout)) as t:
+        t.extractall(into, filter="tar")
+    return commit
+
+
+def median_of(runs: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for run in runs:
+        v: Any = run
+        for k in path:
+            v = v[k]
+        values.append(float(v))
+    return round(statistics.median(values), 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default="main")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lines", type=int, default=20_000)
+    ap.add_argument("--latency-s", type=float, default=5.0)
+    ap.add_argument("--uvloop", action="store_true")
+    args = ap.parse_args()
+    kinds = server_binaries()
+    kind = "redis" if "redis" in kinds else "valkey"
+    base = fixture_lines()
+    lines = (base * (args.lines // len(base) + 1))[: args.lines]
+    results: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="collector-ab-") as tmp:
+        root = Path(tmp)
+        old = root / "base"
+        commit = export(args.base, old)
+        variants: dict[str, dict[str, str]] = {
+            f"base {commit}": {"PYTHONPATH": str(old)},
+            "new": {},
+        }
+        if args.uvloop:
+            site = root / "uvsite"
+            site.mkdir()
+            (site / "sitecustomize.py").write_text(UVLOOP_SITE)
+            variants["new+uvloop"] = {"PYTHONPATH": str(site)}
+        srv = RedisServer(kind, kinds[kind], root / "srv")
+        srv.start()
+        try:
+            for rnd in range(args.rounds):
+                for i, (name, env) in enumerate(variants.items()):
+                    tag = f"r{rnd}v{i}"
+                    tp = throughput(srv, root / f"tp-{tag}", lines, f"tp{tag}", env)
+                    claude = root / f"lat-{tag}"
+                    (claude / "projects").mkdir(parents=True)
+                    (claude / "sessions").mkdir()
+                    lat = latency(srv, claude, f"lat{tag}", args.latency_s, env)
+                    run = {"throughput": tp, "latency": lat, "load_1m": os.getloadavg()[0]}
+                    results.setdefault(name, []).append(run)
+                    print(name, rnd, json.dumps(_row(run)), flush=True)
+        finally:
+            srv.stop()
+    summary = {
+        name: {
+            "lines_per_s": median_of(runs, "throughput", "lines_per_s"),
+            "collector_cpu_us_per_line": median_of(
+                runs, "throughput", "cpu_us_per_line", "collector"
+            ),
+            "latency_p50_ms": median_of(runs, "latency", "p50_ms"),
+            "latency_p99_ms": median_of(runs, "latency", "p99_ms"),
+            "watchfiles_wakeup_p50_ms": median_of(runs, "latency", "watchfiles_wakeup_p50_ms"),
+        }
+        for name, runs in results.items()
+    }
+    result = {
+        "benchmark": "collector_ab",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "server": kind,
+        "args": vars(args),
+        "median_over_rounds": summary,
+        "rounds": {name: [_row(r) for r in runs] for name, runs in results.items()},
+        "note": "variants interleaved round by round on a shared 2-core box; load_1m per run",
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+def _row(run: dict[str, Any]) -> dict[str, Any]:
+    tp, lat = run["throughput"], run["latency"]
+    return {
+        "lines_per_s": tp["lines_per_s"],
+        "cpu_us_per_line": tp["cpu_us_per_line"]["collector"],
+        "p50_ms": lat["p50_ms"],
+        "p99_ms": lat["p99_ms"],
+        "wakeup_p50_ms": lat["watchfiles_wakeup_p50_ms"],
+        "load_1m": round(run["load_1m"], 2),
+    }
+
+
+if __name__ == "__main__":
+    main()
