@@ -55,6 +55,9 @@ class Hub:
         #: Last seq dispatched to connections (what direct replies carry as ``seqId``).
         self.position = 0
         self.epoch = ""
+        #: Bumped when entries already read may have changed (epoch change, rewind):
+        #: shared replay pages read before are void (:mod:`relaybus.gateway.shared_pages`).
+        self.generation = 0
 
     def add(self, conn: Connection) -> None:
         self.connections.add(conn)
@@ -167,6 +170,7 @@ class Hub:
         log.warning("epoch changed to %s (was at seq %d): resetting", new_epoch, old_position)
         self.epoch = new_epoch
         self.position = 0
+        self.generation += 1
         frame = server_frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
             conn.reset_epoch()
@@ -186,6 +190,7 @@ class Hub:
             from_seq,
         )
         self.position = from_seq - 1
+        self.generation += 1
         frame = server_frames.gap_frame(from_seq, old_position, REWOUND)
         for conn in self.connections:
             conn.rewind(from_seq - 1)

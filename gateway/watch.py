@@ -23,6 +23,7 @@ from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, merge
 from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.shared_pages import SharedPages
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
@@ -37,6 +38,7 @@ class Watches:
         self,
         *,
         client: aioredis.Redis,
+        pages: SharedPages,
         keys: Keys,
         hub: Hub,
         metrics: GatewayMetrics,
@@ -45,6 +47,7 @@ class Watches:
         approvals: GatewayApprovals,
     ) -> None:
         self.client = client
+        self.pages = pages
         self.keys = keys
         self.hub = hub
         self.metrics = metrics
@@ -58,6 +61,7 @@ class Watches:
         was_watched = sid in conn.watched
         conn.watch_buffers[sid] = []
         self.hub.watch(conn, sid)
+        floor = self.hub.position  # the buffer holds every event dispatched above it
         await self.approvals.sync(sid)  # counted before the ack: a request may follow at once
         history_loaded = True
         try:
@@ -91,7 +95,7 @@ class Watches:
         self.metrics.replays.inc()
         ack = items[0]
         try:
-            merged = await self._replay_session(conn, sid, after, items)
+            merged = await self._replay_session(conn, sid, after, floor, items)
         except RedisError as exc:
             self._cancel_watch(conn, sid, was_watched)
             if not items or items[0] is not ack:  # pages were sent: the client starts over
@@ -126,22 +130,25 @@ class Watches:
         log.debug("connection %s watches %s", conn.cid, sid)
 
     async def _replay_session(
-        self, conn: Connection, sid: str, after: int, items: list[Outgoing]
+        self, conn: Connection, sid: str, after: int, floor: int, items: list[Outgoing]
     ) -> Merged | None:
         """Queue the session's history above ``after`` page by page (within the byte
-        budget) until it meets the live buffer; the last page's items stay in ``items``
-        for the caller. ``None``: the connection closed meanwhile."""
+        budget) until it meets the live buffer (which holds what the reader dispatched
+        above ``floor``); the last page's items stay in ``items`` for the caller.
+        ``None``: the connection closed meanwhile. Pages are shared with the watches
+        replaying the same stream at the same time (:mod:`relaybus.gateway.shared_pages`)."""
         merged = Merged(last_seq=after)
+        stream = self.keys.session_events(sid)
         while True:
-            page = await history.read_session_page(self.client, self.keys, sid, merged.last_seq)
+            page = await self.pages.page(stream, merged.last_seq, floor)
             buf = conn.watch_buffers.get(sid)
             if conn.closing() or buf is None:
                 return None
             stop_at = buf[0].seq if buf else None
-            events = [ev for ev in page if stop_at is None or ev.seq < stop_at]
+            events = [ev for ev in page.events if stop_at is None or ev.seq < stop_at]
             merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
             self._session_items(conn, sid, merged, items)
-            if len(events) < history.SESSION_PAGE:
+            if len(events) < len(page.events) or not page.more:
                 return merged
             if not await conn.send_replay(items):
                 return None
