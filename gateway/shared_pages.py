@@ -23,11 +23,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, Generic, TypeVar
 
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.history import Page
+
+T = TypeVar("T")
 
 #: How long a finished read serves others (a storm's reconnects arrive within seconds).
 TTL_S = 10.0
@@ -138,3 +140,57 @@ class SharedPages:
             reads.remove(read)
             if not reads:
                 del self._reads[read.stream]
+
+
+class SharedReads(Generic[T]):
+    """Single-flight reads keyed by what they read (a session's head for ``watch_session``),
+    served for ``ttl_s`` after they finished to callers whose ``floor`` they meet."""
+
+    def __init__(self, hub: Hub, ttl_s: float) -> None:
+        self.hub = hub
+        self.ttl_s = ttl_s
+        self._flights: dict[Hashable, _Flight[T]] = {}
+        self._order: deque[tuple[Hashable, _Flight[T]]] = deque()
+
+    async def get(self, key: Hashable, floor: int, read: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        now = time.monotonic()
+        self._expire(now)
+        flight = self._flights.get(key)
+        if flight is None or not flight.serves(self.hub.generation, floor, now - self.ttl_s):
+            flight = _Flight(self.hub.position, self.hub.generation, asyncio.create_task(read()))
+            flight.task.add_done_callback(flight.finished)
+            self._flights[key] = flight
+            self._order.append((key, flight))
+        return await asyncio.shield(flight.task)
+
+    def _expire(self, now: float) -> None:
+        order = self._order
+        while order and order[0][1].expired(now - self.ttl_s):
+            key, flight = order.popleft()
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+
+
+class _Flight(Generic[T]):
+    __slots__ = ("done_at", "generation", "position", "task")
+
+    def __init__(self, position: int, generation: int, task: asyncio.Task[T]) -> None:
+        self.position = position
+        self.generation = generation
+        self.task = task
+        self.done_at = 0.0
+
+    def finished(self, task: asyncio.Task[T]) -> None:
+        self.done_at = time.monotonic()
+        if not task.cancelled():
+            task.exception()  # each caller sees it; retrieved here for the orphaned case
+
+    def expired(self, limit: float) -> bool:
+        return self.task.done() and self.done_at < limit
+
+    def serves(self, generation: int, floor: int, limit: float) -> bool:
+        if self.generation != generation or self.position < floor:
+            return False
+        if not self.task.done():
+            return True
+        return self.done_at >= limit and not self.task.cancelled() and self.task.exception() is None

@@ -10,6 +10,8 @@ within its byte budget until they meet the buffer, and the merge by ``sessionSeq
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -23,12 +25,16 @@ from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, merge
 from relaybus.gateway.server_frames import Outgoing
-from relaybus.gateway.shared_pages import SharedPages
+from relaybus.gateway.shared_pages import SharedPages, SharedReads
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: How long a session head read (its hash, first entry, head seq) serves later watches:
+#: what the live buffer does not cover is only as old as the reader's position allows.
+HEAD_TTL_S = 1.0
 
 
 class Watches:
@@ -48,6 +54,7 @@ class Watches:
     ) -> None:
         self.client = client
         self.pages = pages
+        self.heads: SharedReads[history.SessionHead] = SharedReads(hub, HEAD_TTL_S)
         self.keys = keys
         self.hub = hub
         self.metrics = metrics
@@ -65,11 +72,11 @@ class Watches:
         await self.approvals.sync(sid)  # counted before the ack: a request may follow at once
         history_loaded = True
         try:
-            head = await self._read_session(msg)
+            head = await self._read_session(msg, floor)
             row = SessionRow.parse(head.row)
             if row.history_loaded is False:
                 history_loaded = await self._load_history(sid, row)
-                head = await self._read_session(msg)
+                head = await self._read_session(msg, None)
                 row = SessionRow.parse(head.row)
             if not head.row and not await self.client.exists(self.keys.reservation(sid)):
                 raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
@@ -166,10 +173,21 @@ class Watches:
                 replayed += 1
         self.metrics.replayed_events.inc(replayed)
 
-    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHead:
-        return await history.read_session_head(
-            self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
-        )
+    async def _read_session(
+        self, msg: protocol.WatchSession, floor: int | None
+    ) -> history.SessionHead:
+        """The session's head, shared with the watches of the same session and start that
+        subscribed no later than ``floor`` (``None``: a read of its own)."""
+        sid, since = msg.sessionId, msg.sinceSeqId
+
+        def read() -> Coroutine[Any, Any, history.SessionHead]:
+            return history.read_session_head(
+                self.client, self.keys, sid, depth=self.replay_depth, since=since
+            )
+
+        if floor is None:
+            return await read()
+        return await self.heads.get((sid, since), floor, read)
 
     async def _load_history(self, sid: str, row: SessionRow) -> bool:
         """Have the session's machine publish the history it only listed; False if it did not."""
