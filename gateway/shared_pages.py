@@ -123,6 +123,7 @@ class SharedPages:
         self._done.append(read)
         while self._bytes > self.max_bytes and self._done:
             self._forget(self._done.popleft())
+        asyncio.get_running_loop().call_later(self.ttl_s + 1, self._expire)  # also when idle
 
     def _expire(self) -> None:
         limit = time.monotonic() - self.ttl_s

@@ -99,6 +99,8 @@ class Watches:
         gap = _session_leading_gap(since, head)
         if gap is not None:
             items.append(conn.gap_out(gap, session_id=sid))
+            # Past what the gap announced: a shared page read before the trim still holds it.
+            after = max(after, gap.to_seq)
         self.metrics.replays.inc()
         ack = items[0]
         try:
