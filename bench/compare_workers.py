@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,7 @@ from gateway_workers import RawClient, open_client, read_from
 #: A line's stamp is ``lat <19-digit time_ns> <6-digit index> <filler>`` in its text.
 STAMP = b'"lat '
 LATE_MS = 10_000.0
+DIGITS = re.compile(rb"\d+")
 SIO_PATH = "/socket.io/?EIO=4&transport=websocket"
 
 
@@ -55,14 +57,12 @@ def parse(raw: bytes) -> tuple[int, int] | None:
 
 
 def seq_of(raw: bytes) -> int | None:
-    """The ``seqId`` of a relaybus frame (byte search)."""
-    at = raw.find(b'"seqId":')
-    if at < 0:
-        return None
-    end = at + 8
-    while end < len(raw) and 48 <= raw[end] <= 57:
-        end += 1
-    return int(raw[at + 8 : end]) if end > at + 8 else None
+    """The ``seqId`` of a relaybus frame: the collector's append script puts it last, so
+    it is searched from the end (a search from the start read all of every ~4.5 KB frame,
+    a fifth of the storm client's CPU, and could stop at a ``"seqId":`` in the content)."""
+    at = raw.rfind(b'"seqId":')
+    m = DIGITS.match(raw, at + 8) if at >= 0 else None
+    return int(m.group()) if m else None
 
 
 class Client:
@@ -169,6 +169,7 @@ async def run_clients(args: argparse.Namespace) -> None:
             "closed": closed,
             "min_per_client": min(counts) if counts else 0,
             "per_line_ms": per_line,
+            "cpu_s": round(time.process_time(), 2),
         }
     )
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compare import FULL, Stack, latency_run, storm
+from gateway_bench import cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -132,8 +133,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         res["latency"].append({"round": rnd, **row})
                         print(json.dumps(res["latency"][-1]), flush=True)
                     if "storm" in args.only:
+                        cpu0 = cpu_s(st.pid)
                         row = (await storm([st], plan))[0]
+                        row["server_cpu_s"] = round(cpu_s(st.pid) - cpu0, 2)
                         res["storm"].append({"round": rnd, **row})
+                        print(json.dumps(res["storm"][-1]), flush=True)
         finally:
             for st in gateways:
                 await st.stop()
