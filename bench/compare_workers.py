@@ -68,8 +68,10 @@ def seq_of(raw: bytes) -> int | None:
 class Client:
     """One connection of any of the three systems, with its own receive state."""
 
-    def __init__(self, proto: str, url: str, token: str, sid: str) -> None:
+    def __init__(self, proto: str, url: str, token: str, sid: str, track: bool = False) -> None:
         self.proto, self.url, self.token, self.sid = proto, url, token, sid
+        #: Keep ``last_seq`` (relaybus, for a resume): only the storm needs it.
+        self.track = track and proto == "relaybus"
         self.conn: RawClient | None = None
         self.last_seq = 0  # relaybus: highest log-derived seqId (all are this session's here)
         self.seen: set[int] = set()
@@ -109,7 +111,7 @@ class Client:
         out = await self.conn.frames()
         if self.proto == "sio" and b"2" in out:
             self.conn.send_text("3")  # engine.io ping -> pong
-        if self.proto == "relaybus":
+        if self.track:
             for raw in out:
                 if raw.startswith(b'{"type":"session_event"') or b'"session_event"' in raw[:40]:
                     seq = seq_of(raw)
@@ -176,7 +178,9 @@ async def run_clients(args: argparse.Namespace) -> None:
 
 async def run_storm(args: argparse.Namespace) -> None:
     """The reconnect storm: connect, drop all on ``drop``, reconnect all on ``resume``."""
-    clients = [Client(args.proto, args.url, args.token, args.sid) for _ in range(args.n)]
+    clients = [
+        Client(args.proto, args.url, args.token, args.sid, track=True) for _ in range(args.n)
+    ]
     for c in clients:
         await c.connect()
     print("READY", flush=True)
