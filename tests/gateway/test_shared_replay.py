@@ -1,5 +1,6 @@
 """A reconnect storm reads each replay page once (counted by Redis itself), and every client
-still gets every event once, in order, whatever is written meanwhile."""
+still gets every event once, in order, whatever is written meanwhile; which callers a shared
+read may serve."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from relaybus.gateway import history
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.history import Page
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.shared_pages import SharedPages
+from relaybus.gateway.shared_pages import SharedPages, SharedReads
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.gateway_client import WsClient
@@ -167,3 +168,31 @@ async def test_nearby_points_share_and_stale_reads_are_not_reused(
     hub.generation += 1  # a rewind or an epoch change: nothing read before is reused
     await pages.page(keys.log, 100, hub.position)
     assert fetch.calls[-1] == 100 and len(fetch.calls) == 4
+
+
+async def test_shared_reads_serve_only_callers_they_cover() -> None:
+    """A head read serves concurrent callers that subscribed no later than it was issued,
+    for its time to live; a higher floor, a new generation or a failure means a new read."""
+    hub = Hub(GatewayMetrics(CollectorRegistry()))
+    hub.position = 10
+    reads = SharedReads[int](hub, ttl_s=60.0)
+    issued: list[int] = []
+
+    async def read() -> int:
+        issued.append(hub.position)
+        await asyncio.sleep(0.01)
+        if hub.position == 99:
+            raise ConnectionError("refused")
+        return hub.position
+
+    assert await asyncio.gather(*(reads.get("s1", 10, read) for _ in range(5))) == [10] * 5
+    assert await reads.get("s1", 7, read) == 10 and issued == [10]  # finished, still fresh
+    hub.position = 12
+    assert await reads.get("s1", 12, read) == 12 and issued == [10, 12]  # subscribed later
+    hub.generation += 1
+    assert await reads.get("s1", 0, read) == 12 and issued == [10, 12, 12]
+    hub.position = 99
+    with pytest.raises(ConnectionError):
+        await reads.get("s2", 0, read)
+    hub.position = 100
+    assert await reads.get("s2", 0, read) == 100  # a failed read is not kept
