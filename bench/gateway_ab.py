@@ -5,8 +5,10 @@ the reconnect storm, interleaved A B A B so that drift on a shared machine hits 
 DIR``); its gateway runs from there, the one of this tree as ``after``. Both gateways are
 up for the whole run on the same namespace (the idle one only reads the log). Workloads are
 ``bench/compare.py``'s: (a) latency at 100 lines/s with ``--clients`` watchers, (c) all
-clients drop, ``--storm-lines`` lines are written, all resume at once. Writes
-``bench/results/gateway_ab.json`` (``--out``).
+clients drop, ``--storm-lines`` lines are written, all resume at once. Latency rows also
+carry the gateway's own end-to-end histogram over the run (where the delay accrues) and
+the clients' CPU; storm rows the gateway's CPU. Writes ``bench/results/gateway_ab.json``
+(``--out``).
 
     python bench/gateway_ab.py --before /tmp/before --rounds 2
 """
@@ -21,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,32 @@ class TreeGateway(GatewayProc):
         self.spawn([sys.executable, "-m", "relaybus.gateway"], cwd=self.tree, env=self.env)
         self.wait_until(lambda: http_ok(f"{self.http}/readyz"), timeout_s)
         return self
+
+
+async def e2e_buckets(st: Stack) -> dict[float, float]:
+    """The gateway's ``e2e_latency_seconds`` histogram (collector stamp -> end of the
+    event's fan-out in the gateway): cumulative count per upper bound."""
+    url = st.url.replace("ws://", "http://").removesuffix("/ws") + "/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read())
+    out: dict[float, float] = {}
+    for line in text.decode().splitlines():
+        if line.startswith("relaybus_gateway_e2e_latency_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float(le)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def bucket_quantiles(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
+    """p50 / p99 of the samples between two scrapes, as the bucket bounds they fall under
+    (ms): what the gateway itself adds, whatever the clients' backlog."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0.0
+    res: dict[str, Any] = {"samples": int(total)}
+    for name, q in (("p50_le", 0.5), ("p99_le", 0.99)):
+        hit = next((b for b, c in zip(bounds, counts, strict=True) if c >= q * total), None)
+        res[name] = None if hit is None or not total else round(hit * 1000, 1)
+    return res
 
 
 async def stacks(
@@ -129,7 +158,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for rnd in range(args.rounds):
                 for st in gateways if rnd % 2 == 0 else gateways[::-1]:
                     if "latency" in args.only:
+                        before = await e2e_buckets(st)
                         row = await latency_run(st, args.clients, args.lines, 100, 15.0)
+                        row["gateway_e2e_ms"] = bucket_quantiles(before, await e2e_buckets(st))
                         res["latency"].append({"round": rnd, **row})
                         print(json.dumps(res["latency"][-1]), flush=True)
                     if "storm" in args.only:
