@@ -96,6 +96,9 @@ class SharedPages:
                 continue
             task = read.task
             if task is not None and task.done():
+                # A failed read is dropped by its done callback, which may not have run yet.
+                if task.cancelled() or task.exception() is not None:
+                    continue
                 if not read.covers(task.result(), after, floor):
                     continue
             elif read.position < floor:
