@@ -300,6 +300,9 @@ async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float
         "clients": n,
         "lines_per_s": rate,
         "server_cpu_s": round(cpu, 2),
+        # The client process's own CPU (one Python process for all n clients): when it is
+        # several times the server's, the latency measured is mostly the clients' backlog.
+        "clients_cpu_s": res.get("cpu_s"),
         "write_s": round(seconds, 2),
         **summary(res["latencies_ms"], n * lines),
     }

@@ -77,6 +77,10 @@ class GatewayApprovals:
         #: Counts as last written to Redis, and when each field was last stamped.
         self._written: dict[str, int] = {}
         self._stamped: dict[str, float] = {}
+        #: Sessions whose count the next shared write takes, that write, and the one running.
+        self._dirty: set[str] = set()
+        self._next: asyncio.Future[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
 
     # --- watcher counts -----------------------------------------------------------------
 
@@ -86,11 +90,36 @@ class GatewayApprovals:
         return sum(1 for conn in conns if sid in conn.watched and conn.access is Access.FULL)
 
     async def sync(self, sid: str) -> None:
-        """Write this gateway's count for ``sid`` now (a failure is retried by the pass)."""
+        """Write this gateway's count for ``sid`` now (a failure is retried by the pass).
+
+        Watches arriving together (a reconnect storm) share one write: the counts are
+        taken when it starts, after every caller waiting for it changed its watch."""
+        self._dirty.add(sid)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            self._flusher = asyncio.create_task(self._flush(self._flusher, self._next))
         try:
-            await self._write({sid: self.count(sid)})
+            await asyncio.shield(self._next)
         except RedisError as exc:
             log.warning("watcher count of %s not written: %s", sid, exc)
+
+    async def _flush(self, previous: asyncio.Task[None] | None, done: asyncio.Future[None]) -> None:
+        """After the write before it: write the counts of every session synced meanwhile."""
+        if previous is not None:
+            with contextlib.suppress(BaseException):
+                await previous
+        self._next = None
+        dirty, self._dirty = self._dirty, set()
+        try:
+            await self._write({sid: self.count(sid) for sid in dirty})
+        except RedisError as exc:
+            done.set_exception(exc)
+            done.exception()  # retrieved: a caller that was cancelled meanwhile is gone
+        except BaseException:
+            done.cancel()
+            raise
+        else:
+            done.set_result(None)
 
     async def _write(self, counts: dict[str, int]) -> None:
         expires = now_ms() + self._watchers_ttl_s * 1000

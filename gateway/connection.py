@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import Counter, deque
+from operator import attrgetter
 from typing import Any
 
 from starlette.websockets import WebSocketDisconnect
@@ -45,6 +46,7 @@ CHUNK = 256
 #: Bytes per transport write of a queued burst: the transport buffers at most this much
 #: above its high-water mark, so a slow socket holds little.
 CHUNK_BYTES = 128 * 1024
+_KIND = attrgetter("kind")
 
 
 class Connection:
@@ -88,8 +90,8 @@ class Connection:
         self.session_marks: dict[str, int] = {}
         self.close_code: int | None = None
         self.close_reason = ""
-        #: Entries: (frames written back to back, how many of them are live frames).
-        self._queue: deque[tuple[list[Outgoing], int]] = deque()
+        #: Entries: (frames written back to back, how many of them are live frames, bytes).
+        self._queue: deque[tuple[list[Outgoing], int, int]] = deque()
         self._live_backlog = 0
         #: Bytes of every frame queued and not yet written (live, direct, replay).
         self.queued_bytes = 0
@@ -245,8 +247,9 @@ class Connection:
             self._push(items, 0)
 
     def _push(self, items: list[Outgoing], live: int) -> None:
-        self._queue.append((items, live))
-        self.queued_bytes += sum(item.size for item in items)
+        size = sum(item.size for item in items)
+        self._queue.append((items, live, size))
+        self.queued_bytes += size
         if self.queued_bytes > self.budget_bytes // 2:
             self._room.clear()
         self._wake.set()
@@ -330,24 +333,24 @@ class Connection:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            items, live = queue.popleft()
+            items, live, size = queue.popleft()
             self._busy = True
             try:
-                await self._write(items)
+                await self._write(items, size)
             finally:
                 self._busy = False
             if self.close_code is not None:
                 break
             self._live_backlog -= live
-            self.queued_bytes -= sum(item.size for item in items)
+            self.queued_bytes -= size
             if self.queued_bytes <= self.budget_bytes // 2:
                 self._room.set()
         if self._final is not None:
-            await self._write([self._final])
+            await self._write([self._final], self._final.size)
 
-    async def _write(self, items: list[Outgoing]) -> None:
-        """One burst, written in chunks of at most :data:`CHUNK` frames and
-        :data:`CHUNK_BYTES` bytes (flow control and the write deadline between)."""
+    async def _write(self, items: list[Outgoing], total: int) -> None:
+        """One burst of ``total`` bytes, written in chunks of at most :data:`CHUNK` frames
+        and :data:`CHUNK_BYTES` bytes (flow control and the write deadline between)."""
         at = 0
         while at < len(items):
             end, size = at, 0
@@ -356,16 +359,12 @@ class Connection:
                 end += 1
             await self.sink.send_many(items[at:end])
             at = end
-        self._count(items)
+        self._count(items, total)
 
-    def _count(self, items: list[Outgoing]) -> None:
-        """Frames and bytes of a queued write (synchronous writes are counted by the hub)."""
+    def _count(self, items: list[Outgoing], size: int) -> None:
+        """Frames and bytes of a queued write (synchronous writes are counted by the hub);
+        counted in C (a replay burst is hundreds of frames)."""
         m = self.metrics
-        size = 0
-        kinds: dict[str, int] = {}
-        for item in items:
-            size += item.size
-            kinds[item.kind] = kinds.get(item.kind, 0) + 1
         m.bytes_sent.inc(size)
-        for kind, n in kinds.items():
+        for kind, n in Counter(map(_KIND, items)).items():
             m.sent(kind).inc(n)

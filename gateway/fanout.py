@@ -58,8 +58,12 @@ class Hub:
         #: Last seq dispatched to connections (what direct replies carry as ``seqId``).
         self.position = 0
         self.epoch = ""
-        #: Rewind generation what this hub dispatched is consistent with.
+        #: Rewind generation what this hub dispatched is consistent with (in the epoch
+        #: token clients echo; :mod:`relaybus.gateway.rewinds`).
         self.gen = 0
+        #: Bumped when entries already read may have changed (epoch change, rewind):
+        #: shared replay pages read before are void (:mod:`relaybus.gateway.shared_pages`).
+        self.pages_version = 0
 
     @property
     def token(self) -> str:
@@ -178,6 +182,7 @@ class Hub:
         self.epoch = new_epoch
         self.gen = 0
         self.position = 0
+        self.pages_version += 1
         frame = server_frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
             conn.reset_epoch()
@@ -197,6 +202,7 @@ class Hub:
             from_seq,
         )
         self.position = from_seq - 1
+        self.pages_version += 1
         frame = server_frames.gap_frame(from_seq, old_position, REWOUND, epoch=self.token)
         for conn in self.connections:
             conn.rewind(from_seq - 1)
@@ -281,6 +287,9 @@ class LogReader:
             hub.epoch_changed(epoch, hub.position)
             self._recent.clear()
         else:
+            # A reconnect may follow a failover: replay pages read before it are void,
+            # also beyond what this hub dispatched (rewinds it does not see itself).
+            hub.pages_version += 1
             await self._check_recent()
         self.last_loop = time.monotonic()
         self.synced.set()

@@ -8,11 +8,12 @@ permission requests to :class:`GatewayApprovals`.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway import protocol, server_frames
+from relaybus.gateway import history, protocol, server_frames
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import Access
 from relaybus.gateway.commands import GatewayCommands
@@ -22,6 +23,7 @@ from relaybus.gateway.listing import list_hosts, list_sessions
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.resume import Resumer
+from relaybus.gateway.shared_pages import SharedPages
 from relaybus.gateway.watch import Watches
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import ErrorCode
@@ -49,11 +51,13 @@ class Handlers:
         self.metrics = metrics
         self.commands = commands
         self.approvals = approvals
+        pages = SharedPages(hub, partial(history.read_page, client, keys))
         self.resume = Resumer(
-            client=client, keys=keys, hub=hub, metrics=metrics, gateway_id=gateway_id
+            pages=pages, keys=keys, hub=hub, metrics=metrics, gateway_id=gateway_id
         )
         self.watches = Watches(
             client=client,
+            pages=pages,
             keys=keys,
             hub=hub,
             metrics=metrics,

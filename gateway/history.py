@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
-from typing import cast
 
 import redis.asyncio as aioredis
 
 from relaybus.gateway.events import Event, from_entry
 from relaybus.shared.store.keys import Keys
 
-RESUME_PAGE = 256
-#: Session events per replay page (each page is queued before the next is read).
-SESSION_PAGE = 256
+#: Entries per replay page (each page is queued before the next is read).
+PAGE = 256
 
 #: The id of the ``depth``-th newest entry, computed in Redis so that only an id crosses
 #: the wire (a replay then reads forward from it in pages).
@@ -55,32 +54,39 @@ async def read_session_head(
     return SessionHead(row, first, head_seq, after)
 
 
-async def read_session_page(
-    client: aioredis.Redis, keys: Keys, sid: str, after: int, count: int = SESSION_PAGE
-) -> list[Event]:
-    """Up to ``count`` session events with seq > ``after``, oldest first."""
-    raw = cast(
-        list[tuple[bytes, dict[bytes, bytes]]],
-        await client.xrange(keys.session_events(sid), min=f"({after}-0", count=count),
-    )
-    return [from_entry(eid, fields) for eid, fields in raw]
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Every entry of a stream with seq above ``after``, up to ``count`` of them."""
 
-
-@dataclass(slots=True)
-class LogHistory:
+    after: int
     events: list[Event]
+    #: The page is full: entries may follow its last one.
+    more: bool
+    #: The head seq and epoch read with it.
     head: int
     epoch: str | None
 
+    def tail(self, after: int) -> Page:
+        """The entries above ``after`` (a page that starts at or before it)."""
+        if after <= self.after:
+            return self
+        at = bisect_right([ev.seq for ev in self.events], after)
+        return Page(after, self.events[at:], self.more, self.head, self.epoch)
 
-async def read_log_page(
-    client: aioredis.Redis, keys: Keys, after: int, count: int = RESUME_PAGE
-) -> LogHistory:
-    """Up to ``count`` log entries with seq > ``after``, plus the head seq and epoch."""
+
+async def read_page(client: aioredis.Redis, keys: Keys, stream: str, after: int) -> Page:
+    """Up to :data:`PAGE` entries of ``stream`` with seq > ``after``, plus the head seq and
+    epoch read in the same round trip."""
     pipe = client.pipeline(transaction=False)
-    pipe.xrange(keys.log, min=f"({after}-0", count=count)
+    pipe.xrange(stream, min=f"({after}-0", count=PAGE)
     pipe.get(keys.seq)
     pipe.get(keys.epoch)
     raw, head, epoch = await pipe.execute()
     events = [from_entry(eid, fields) for eid, fields in raw]
-    return LogHistory(events, int(head) if head else 0, epoch.decode() if epoch else None)
+    return Page(
+        after,
+        events,
+        len(events) >= PAGE,
+        int(head) if head else 0,
+        epoch.decode() if epoch else None,
+    )

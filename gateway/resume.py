@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import logging
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import history, protocol, server_frames
+from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
@@ -24,6 +23,7 @@ from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
 from relaybus.gateway.rewinds import Rewinds, parse_token, token
 from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.shared_pages import SharedPages
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
@@ -36,13 +36,13 @@ class Resumer:
     def __init__(
         self,
         *,
-        client: aioredis.Redis,
+        pages: SharedPages,
         keys: Keys,
         hub: Hub,
         metrics: GatewayMetrics,
         gateway_id: str,
     ) -> None:
-        self.client = client
+        self.pages = pages
         self.keys = keys
         self.hub = hub
         self.metrics = metrics
@@ -134,7 +134,8 @@ class Resumer:
             merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
             self._finish_global(conn, merged, items, conn.buffer_floor)
             return
-        page = await history.read_log_page(self.client, self.keys, last, count=1)
+        # The first page tells the head and epoch; a resume from there reads it once.
+        page = await self.pages.page(self.keys.log, last, conn.buffer_floor)
         if (epoch is not None and parse_token(epoch)[0] != page.epoch) or last > page.head:
             items.append(
                 conn.direct_out(
@@ -160,14 +161,16 @@ class Resumer:
         live buffer; the highest seq covered (``None``: the connection closed meanwhile).
 
         Each page is queued within the connection's byte budget before the next is read,
-        so memory follows one page, not the log. The log is trimmed only at its head, so
-        entries after the first are contiguous: only a leading gap is possible.
+        so memory follows one page, not the log; pages are shared with the connections
+        resuming at the same time (:mod:`relaybus.gateway.shared_pages`). The log is
+        trimmed only at its head, so entries after the first are contiguous: only a
+        leading gap is possible.
         """
         cursor = floor
         first_page = True
         replayed = 0
         while True:
-            page = await history.read_log_page(self.client, self.keys, cursor)
+            page = await self.pages.page(self.keys.log, cursor, conn.buffer_floor)
             buf = conn.global_buffer
             if conn.closing() or buf is None:
                 return None
@@ -191,7 +194,7 @@ class Resumer:
                 if conn.entitled(ev):
                     items.append(conn.event_out(ev, live=False))
                     replayed += 1
-            if met_buffer or len(page.events) < history.RESUME_PAGE:
+            if met_buffer or not page.more:
                 self.metrics.replayed_events.inc(replayed)
                 return cursor
             if not await conn.send_replay(items):

@@ -10,6 +10,8 @@ within its byte budget until they meet the buffer, and the merge by ``sessionSeq
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -23,11 +25,16 @@ from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, merge
 from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.shared_pages import SharedPages, SharedReads
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: How long a session head read (its hash, first entry, head seq) serves later watches:
+#: what the live buffer does not cover is only as old as the reader's position allows.
+HEAD_TTL_S = 1.0
 
 
 class Watches:
@@ -37,6 +44,7 @@ class Watches:
         self,
         *,
         client: aioredis.Redis,
+        pages: SharedPages,
         keys: Keys,
         hub: Hub,
         metrics: GatewayMetrics,
@@ -45,6 +53,8 @@ class Watches:
         approvals: GatewayApprovals,
     ) -> None:
         self.client = client
+        self.pages = pages
+        self.heads: SharedReads[history.SessionHead] = SharedReads(hub, HEAD_TTL_S)
         self.keys = keys
         self.hub = hub
         self.metrics = metrics
@@ -58,14 +68,15 @@ class Watches:
         was_watched = sid in conn.watched
         conn.watch_buffers[sid] = []
         self.hub.watch(conn, sid)
+        floor = self.hub.position  # the buffer holds every event dispatched above it
         await self.approvals.sync(sid)  # counted before the ack: a request may follow at once
         history_loaded = True
         try:
-            head = await self._read_session(msg)
+            head = await self._read_session(msg, floor)
             row = SessionRow.parse(head.row)
             if row.history_loaded is False:
                 history_loaded = await self._load_history(sid, row)
-                head = await self._read_session(msg)
+                head = await self._read_session(msg, None)
                 row = SessionRow.parse(head.row)
             if not head.row and not await self.client.exists(self.keys.reservation(sid)):
                 raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
@@ -88,10 +99,12 @@ class Watches:
         gap = _session_leading_gap(since, head)
         if gap is not None:
             items.append(conn.gap_out(gap, session_id=sid))
+            # Past what the gap announced: a shared page read before the trim still holds it.
+            after = max(after, gap.to_seq)
         self.metrics.replays.inc()
         ack = items[0]
         try:
-            merged = await self._replay_session(conn, sid, after, items)
+            merged = await self._replay_session(conn, sid, after, floor, items)
         except RedisError as exc:
             self._cancel_watch(conn, sid, was_watched)
             if not items or items[0] is not ack:  # pages were sent: the client starts over
@@ -126,22 +139,25 @@ class Watches:
         log.debug("connection %s watches %s", conn.cid, sid)
 
     async def _replay_session(
-        self, conn: Connection, sid: str, after: int, items: list[Outgoing]
+        self, conn: Connection, sid: str, after: int, floor: int, items: list[Outgoing]
     ) -> Merged | None:
         """Queue the session's history above ``after`` page by page (within the byte
-        budget) until it meets the live buffer; the last page's items stay in ``items``
-        for the caller. ``None``: the connection closed meanwhile."""
+        budget) until it meets the live buffer (which holds what the reader dispatched
+        above ``floor``); the last page's items stay in ``items`` for the caller.
+        ``None``: the connection closed meanwhile. Pages are shared with the watches
+        replaying the same stream at the same time (:mod:`relaybus.gateway.shared_pages`)."""
         merged = Merged(last_seq=after)
+        stream = self.keys.session_events(sid)
         while True:
-            page = await history.read_session_page(self.client, self.keys, sid, merged.last_seq)
+            page = await self.pages.page(stream, merged.last_seq, floor)
             buf = conn.watch_buffers.get(sid)
             if conn.closing() or buf is None:
                 return None
             stop_at = buf[0].seq if buf else None
-            events = [ev for ev in page if stop_at is None or ev.seq < stop_at]
+            events = [ev for ev in page.events if stop_at is None or ev.seq < stop_at]
             merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
             self._session_items(conn, sid, merged, items)
-            if len(events) < history.SESSION_PAGE:
+            if len(events) < len(page.events) or not page.more:
                 return merged
             if not await conn.send_replay(items):
                 return None
@@ -159,10 +175,21 @@ class Watches:
                 replayed += 1
         self.metrics.replayed_events.inc(replayed)
 
-    async def _read_session(self, msg: protocol.WatchSession) -> history.SessionHead:
-        return await history.read_session_head(
-            self.client, self.keys, msg.sessionId, depth=self.replay_depth, since=msg.sinceSeqId
-        )
+    async def _read_session(
+        self, msg: protocol.WatchSession, floor: int | None
+    ) -> history.SessionHead:
+        """The session's head, shared with the watches of the same session and start that
+        subscribed no later than ``floor`` (``None``: a read of its own)."""
+        sid, since = msg.sessionId, msg.sinceSeqId
+
+        def read() -> Coroutine[Any, Any, history.SessionHead]:
+            return history.read_session_head(
+                self.client, self.keys, sid, depth=self.replay_depth, since=since
+            )
+
+        if floor is None:
+            return await read()
+        return await self.heads.get((sid, since), floor, read)
 
     async def _load_history(self, sid: str, row: SessionRow) -> bool:
         """Have the session's machine publish the history it only listed; False if it did not."""

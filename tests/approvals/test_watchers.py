@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import redis.asyncio as aioredis
@@ -58,3 +59,28 @@ async def test_counts_follow_watch_unwatch_and_disconnect(
             await a.expect("watch_ack")
             assert _count(await admin.hgetall(key)) == 1
     assert await admin.hgetall(key) == {}
+
+
+async def test_watches_arriving_together_are_all_counted_before_their_acks(
+    server: RedisServer, namespace: str, keys: Keys, admin: aioredis.Redis
+) -> None:
+    """Concurrent watches share count writes (a reconnect storm), yet once every one has its
+    ack, Redis counts every watcher: each ack waits for a write that started after its watch."""
+    pub = Publisher(admin, keys)
+    await pub.start_session("s1")
+    key = keys.session_watchers("s1")
+
+    async def watch(url: str) -> WsClient:
+        ws = await WsClient(url, token="full-token").__aenter__()
+        await ws.hello(FULL)
+        await ws.send({"type": "watch_session", "sessionId": "s1"})
+        await ws.expect("watch_ack")
+        return ws
+
+    async with running_gateway(make_settings(server.url, namespace)) as gw:
+        clients = await asyncio.gather(*(watch(gw.ws) for _ in range(20)))
+        try:
+            assert _count(await admin.hgetall(key)) == 20
+        finally:
+            for ws in clients:
+                await ws.__aexit__(None, None, None)
