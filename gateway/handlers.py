@@ -53,7 +53,7 @@ class Handlers:
         self.approvals = approvals
         pages = SharedPages(hub, partial(history.read_page, client, keys))
         self.resume = Resumer(
-            pages=pages, keys=keys, hub=hub, metrics=metrics, gateway_id=gateway_id
+            client=client, pages=pages, keys=keys, hub=hub, metrics=metrics, gateway_id=gateway_id
         )
         self.watches = Watches(
             client=client,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol, server_frames
@@ -36,6 +37,7 @@ class Resumer:
     def __init__(
         self,
         *,
+        client: aioredis.Redis,
         pages: SharedPages,
         keys: Keys,
         hub: Hub,
