@@ -30,7 +30,7 @@ from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.session_state import SessionState
 from relaybus.collector.tailer import FileTail, Line, Probe, Status, probe
-from relaybus.collector.tracked import FileEntry, bus_error, stamp
+from relaybus.collector.tracked import Acked, FileEntry, bus_error, stamp
 from relaybus.shared.store.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.transcript import projection
@@ -55,6 +55,7 @@ class _Pending:
     batch: AppendBatch
     plan: BatchPlan
     start: int
+    end: int
     value: str
     lines: int
     task: asyncio.Task[Appended] | None = None
@@ -89,6 +90,8 @@ class FileSync:
         #: Files set aside after a failure of their own, by key: (the stat they failed
         #: with, when): tried again when the file changes or after :data:`RETRY_S`.
         self.failed: dict[str, tuple[tuple[int, int, int, float] | None, float]] = {}
+        #: Files a failover rewound (:meth:`verify`) that the driver must read again.
+        self.reread: set[Path] = set()
         self._real_root = os.path.realpath(root)
 
     def _inside(self, path: Path) -> bool:
@@ -201,16 +204,17 @@ class FileSync:
             batch = AppendBatch(
                 entry.sid, plan.events, key, entry.committed, value, plan.hash, plan.activity_ms
             )
-            await self.pub.append(batch)
+            done = await self.pub.append(batch)
         except OffsetConflict as exc:
             tail.offset = 0
-            self._adopt(entry, exc.committed)
+            await self._conflict(entry, exc.committed)
             return
         except BaseException:
             tail.offset = 0
             raise
         self.owner.accepted(plan.state, [])
         entry.committed = value
+        _remember(entry, done, tail.offset)
         self.metrics.lines_published.inc(plan.published)
         log.info(
             "file %s: backfilled %d events of %d lines into session %s",
@@ -236,7 +240,7 @@ class FileSync:
         try:
             await self.pub.append(batch)
         except OffsetConflict as exc:
-            self._adopt(entry, exc.committed)
+            await self._conflict(entry, exc.committed)
             return
         tail.commit(end)
         entry.committed = value
@@ -329,6 +333,7 @@ class FileSync:
                 entry.tail.offset,
             )
         entry.tail.reset(pr.identity, 0)
+        entry.acked.clear()  # offsets of the old content: no longer comparable
         return True
 
     async def _prepare(
@@ -353,34 +358,76 @@ class FileSync:
         )
         start = entry.tail.offset
         entry.tail.commit(end)
-        return _Pending(batch, plan, start, value, len(lines))
+        return _Pending(batch, plan, start, end, value, len(lines))
 
     async def _settle(self, entry: FileEntry, done: _Pending) -> bool:
         """Wait for a batch; on success make its state current. False after a conflict."""
         assert done.task is not None
         try:
-            await done.task
+            appended = await done.task
         except OffsetConflict as exc:
             entry.tail.rewind(done.start)
-            self._adopt(entry, exc.committed)
+            await self._conflict(entry, exc.committed)
             return False
         except BaseException:
             entry.tail.rewind(done.start)
             raise
         self.owner.accepted(done.plan.state, done.plan.tool_results)
         entry.committed = done.value
+        _remember(entry, appended, done.end)
         self.metrics.batch_lines.observe(done.lines)
         self.metrics.lines_published.inc(done.plan.published)
         return True
 
-    def _adopt(self, entry: FileEntry, committed: str) -> None:
-        """Someone (our own earlier self, whose reply was lost) committed already."""
+    async def _conflict(self, entry: FileEntry, committed: str) -> None:
+        """Redis holds another offset than the batch expected: adopt it. Behind an append
+        Redis acknowledged, a failover lost entries: :meth:`verify` every file first."""
+        if entry.first_lost(committed) is not None:
+            await self.verify(entry)  # adopts it with the others
+        else:
+            self._adopt(entry, committed)
+
+    async def verify(self, also: FileEntry | None = None) -> None:
+        """Compare the committed offsets Redis holds with this collector's (one HMGET).
+
+        Files behind an append Redis acknowledged lost entries in a failover (the promoted
+        replica never got them). Nobody else may know: every gateway that sent them may be
+        gone. The rewind is recorded from the lowest lost seq (``relaybus.shared.store.rewinds``)
+        before any of those files is read again from the offset Redis holds (the files are
+        the source of truth); they are then in :attr:`reread` for the driver.
+        """
+        entries = list(self.files.values())
+        if also is not None and also not in entries:
+            entries.append(also)
+        if not entries:
+            return
+        values = await self.pub.committed_all([e.tp.key for e in entries])
+        behind = [
+            (lost, e, v)
+            for e, v in zip(entries, values, strict=True)
+            if v != e.committed and (lost := e.first_lost(v)) is not None
+        ]
+        if not behind:
+            return
+        first = min((lost for lost, _, _ in behind), key=lambda a: a.first_seq)
+        await self.pub.record_rewind(first.gen, first.first_seq)
+        for _, e, v in behind:
+            self._adopt(e, v, lost=True)
+            if e.tp.key in self.files:
+                self.reread.add(e.tail.path)
+
+    def _adopt(self, entry: FileEntry, committed: str, *, lost: bool = False) -> None:
+        """Someone (our own earlier self, whose reply was lost) committed already, or a
+        failover ``lost`` appends (none left committed: the file is read from its start)."""
         parsed = backfill.parse_offset(committed)
         ident = entry.tail.identity
         log.info("file %s: committed offset is %s, adopting it", entry.tp.key, committed or "none")
         entry.committed = committed
+        entry.acked.clear()
         if parsed is not None and parsed[2] == ident.ino:
             entry.tail.reset(ident, parsed[0])
+        elif lost and not committed:
+            entry.tail.reset(ident, 0)
         self.owner.forget()
 
     async def load_history(self, sid: str) -> int:
@@ -421,3 +468,9 @@ class FileSync:
             raise
         self.metrics.lines_published.inc(len(events))
         return len(events)
+
+
+def _remember(entry: FileEntry, done: Appended, end: int) -> None:
+    """Keep an acknowledged append that carried events (:meth:`FileSync.verify`)."""
+    if done.first_seq:
+        entry.acked.append(Acked(end, entry.tail.identity.ino, done.first_seq, done.gen))

@@ -19,6 +19,7 @@ from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import AppendBatch, Appended, LogAppender
 from relaybus.shared.store.connection import ensure_epoch, read_epoch
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.rewinds import Rewinds
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class Publisher:
             wait_timeout_ms=settings.redis_wait_timeout_ms,
         )
         self._wait_replicas = settings.redis_wait_replicas
+        self.rewinds = Rewinds(client, self.keys)
         self.epoch = ""
         #: The traceId window of prompts sent through relaybus (set by the service).
         self.traces: TraceMap | None = None
@@ -58,6 +60,23 @@ class Publisher:
         """The offset value Redis holds for a file (what the next append compares with)."""
         value = await self.client.hget(self.keys.offsets(self.host), file_key)
         return value.decode() if isinstance(value, bytes) else ""
+
+    async def committed_all(self, file_keys: list[str]) -> list[str]:
+        """:meth:`committed` of several files in one round trip."""
+        values = await self.client.hmget(self.keys.offsets(self.host), file_keys)
+        return [v.decode() if isinstance(v, bytes) else "" for v in values]
+
+    async def record_rewind(self, gen: int, from_seq: int) -> None:
+        """Record that the log lost entries from ``from_seq`` on, appended under ``gen``."""
+        since = await self.rewinds.record(gen, from_seq)
+        log.warning(
+            "the log lost entries this collector appended from seq %d (generation %d, "
+            "lowest recorded %s): recorded as rewind generation %d",
+            from_seq,
+            gen,
+            since.lowest,
+            since.gen,
+        )
 
     async def append(self, batch: AppendBatch) -> Appended:
         """Run one atomic append; refusals and connection errors propagate."""

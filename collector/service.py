@@ -53,6 +53,7 @@ async def drive(
     outages and data loss."""
     loop = asyncio.get_running_loop()
     need_start, down, backoff, next_tick = True, False, Backoff(), 0.0
+    verify = False
     while not stop.is_set():
         try:
             if need_start:
@@ -60,6 +61,9 @@ async def drive(
                 await engine.start()
                 need_start = False
             else:
+                if verify:  # reconnected: a failover may have lost acknowledged appends
+                    await engine.filesync.verify()
+                    verify = False
                 paths, processes, full = wake.take()
                 more: set[Path] = set()
                 if full:
@@ -73,6 +77,9 @@ async def drive(
                     wake.add(more)
                 if processes or engine.closing:
                     await engine.sync_processes()
+            if engine.filesync.reread:  # rewound by a failover: read again from Redis's offset
+                wake.add(engine.filesync.reread)
+                engine.filesync.reread = set()
             await engine.apply_inbox()
             if loop.time() >= next_tick:
                 if await engine.pub.epoch_changed():
@@ -97,6 +104,7 @@ async def drive(
                 log.warning("redis unavailable (%s); holding, the files are the buffer", exc)
                 down = True
             engine.forget()
+            verify = True
             wake.request_rescan()
             await sleep_unless(stop, backoff.next())
             continue

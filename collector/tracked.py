@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis.exceptions
 
+from relaybus.collector.backfill import parse_offset
 from relaybus.collector.paths import TranscriptPath, parent_tool_use_id
 from relaybus.collector.tailer import FileTail, NotRegular
 from relaybus.shared.store.appendlog import EpochChanged
@@ -56,6 +58,22 @@ def bus_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno not in FILE_ERRNOS
 
 
+#: Acknowledged appends remembered per file (what a failover may have lost): a failover
+#: that lost more of one file is recorded from the oldest of them.
+ACKED_MAX = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """An append Redis acknowledged: where it left the file and the seqs it was given."""
+
+    end: int
+    ino: int
+    first_seq: int
+    #: the log's rewind generation it was appended under
+    gen: int
+
+
 def stamp(path: Path) -> tuple[int, int, int, float] | None:
     """What identifies a file's current content well enough to retry it when it changes."""
     try:
@@ -77,6 +95,17 @@ class FileEntry:
     history_pending: bool = False
     #: a sub-agent file: the tool call that started it (read from its .meta.json)
     parent_tool: str | None = None
+    #: recent acknowledged appends that carried events, oldest first
+    acked: deque[Acked] = field(default_factory=lambda: deque(maxlen=ACKED_MAX))
+
+    def first_lost(self, committed: str) -> Acked | None:
+        """The oldest acknowledged append beyond the ``committed`` value Redis now holds
+        (a failover to a replica that never got it), or ``None``: nothing known lost."""
+        parsed = parse_offset(committed)
+        for a in self.acked:
+            if parsed is None or (a.ino == parsed[2] and a.end > parsed[0]):
+                return a
+        return None
 
     def parent_tool_use_id(self) -> str | None:
         if self.parent_tool is None and self.tp.agent_id is not None:

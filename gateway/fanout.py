@@ -10,7 +10,7 @@ checks that the entries it dispatched last are still the log's (a Sentinel failo
 replica that missed them takes them back; the collectors re-publish their lines from their
 file offsets under those seqs, maybe in another order): if not, it rewinds to the first
 changed seq and tells clients (``gap_detected{rewound}``). It records each rewind in Redis
-(:mod:`relaybus.gateway.rewinds`) so that a client resuming anywhere later is told too, and
+(:mod:`relaybus.shared.store.rewinds`) so that a client resuming anywhere later is told too, and
 it applies the rewinds other gateways recorded that its own check could not see.
 
 (Over 300 lines: the reader's traps — epoch, trim gap, rewind — share its position and only make sense together.)
@@ -32,10 +32,11 @@ from relaybus.gateway.connection import Connection
 from relaybus.gateway.events import Event, from_entry, seq_of
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.replay import Gap
-from relaybus.gateway.rewinds import Rewinds, token
+from relaybus.gateway.rewinds import token
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire import frames
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,11 @@ from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
-from relaybus.gateway.rewinds import Rewinds, parse_token, token
+from relaybus.gateway.rewinds import parse_token, token
 from relaybus.gateway.server_frames import Outgoing
 from relaybus.gateway.shared_pages import SharedPages
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)

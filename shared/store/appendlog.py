@@ -53,6 +53,8 @@ class Appended:
     first_seq: int
     last_seq: int
     last_session_seq: int
+    #: the log's rewind generation the batch was appended under (``relaybus.shared.store.rewinds``)
+    gen: int = 0
     #: replicas that acknowledged the batch (``WAIT``); ``None`` when none were asked for
     replicas: int | None = None
 
@@ -111,6 +113,7 @@ class LogAppender:
             k.session_events(batch.sid),
             k.offsets(self._host),
             k.epoch,
+            k.rewinds,
         ]
         args: list[str | bytes] = [
             epoch,
@@ -135,7 +138,7 @@ class LogAppender:
             raise EpochChanged(_text(reply[1]))
         if status == "OFFSET":
             raise OffsetConflict(_text(reply[1]))
-        return Appended(int(reply[1]), int(reply[2]), int(reply[3]), acked)
+        return Appended(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]), acked)
 
     async def _run_and_wait(self, keys: list[str], args: list[str | bytes]) -> tuple[Any, int]:
         try:

@@ -47,7 +47,7 @@ async def test_batch_gets_contiguous_seq_and_session_seq(
     turn = OutEvent(frames.TURN_STATUS, frames.turn_status("s1", state="working", since=1))
     batch = AppendBatch("s1", [ev("a"), turn, ev("b")], "f.jsonl", "", "10:1:2", activity_ms=5)
     res = await app.append(batch, epoch=epoch, stamp_ms=7)
-    assert (res.first_seq, res.last_seq, res.last_session_seq) == (1, 3, 2)
+    assert (res.first_seq, res.last_seq, res.last_session_seq, res.gen) == (1, 3, 2, 0)
     log = await client.xrange(keys.log)
     assert [e[0] for e in log] == [b"1-0", b"2-0", b"3-0"]
     frames_ = [orjson.loads(e[1][b"f"]) for e in log]
@@ -71,6 +71,16 @@ async def test_offset_mismatch_writes_nothing(client: aioredis.Redis, keys: Keys
     assert info.value.committed == "10:1:2"
     assert await client.xlen(keys.log) == 1
     assert await client.get(keys.seq) == b"1"
+
+
+async def test_append_tells_the_rewind_generation_it_ran_under(
+    client: aioredis.Redis, keys: Keys
+) -> None:
+    """A collector records a lost append's rewind against the generation it was appended in."""
+    epoch = await ensure_epoch(client, keys)
+    await client.hset(keys.rewinds, mapping={"gen": 2, "2": 40})
+    res = await appender(client, keys).append(AppendBatch("s1", [ev("a")]), epoch=epoch, stamp_ms=1)
+    assert (res.first_seq, res.gen) == (1, 2)
 
 
 async def test_epoch_mismatch_after_data_loss(client: aioredis.Redis, keys: Keys) -> None:

@@ -20,26 +20,12 @@ from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, session_texts, transcript, user_line
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_server import GatewayProc
+from tests.support.rewound_view import view
 from tests.support.sentinel import SentinelRig
 
 #: Two transcripts: their lost lines are re-published in another order than they first were.
 SIDS = ("5e7f1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "6f8a2b3c-4d5e-4f6a-9b0c-1d2e3f4a5b6c")
 BEFORE, UNREPLICATED, DURING = 20, 12, 20
-
-
-def view(*conns: WsClient) -> list[str]:
-    """The chat lines a client holds (over its connections, in order) once it applied every
-    gap_detected{rewound}: what it got for seqs from fromSeqId on is void (the log's new
-    entries follow)."""
-    held: list[tuple[int, str]] = []
-    for f in (f for c in conns for f in c.received):
-        if f["type"] == "gap_detected" and f["reason"] == "rewound":
-            held = [(seq, text) for seq, text in held if seq < f["fromSeqId"]]
-        elif f["type"] == "session_event" and f["event"]["type"] == "user":
-            blocks = f["event"].get("blocks") or []
-            if blocks:
-                held.append((f["seqId"], str(blocks[0].get("text", ""))))
-    return [text for _, text in held]
 
 
 def lines(k: int, start: int, stop: int) -> list[str]:

@@ -1,7 +1,7 @@
 -- relaybus: append a batch of events to the log atomically with a file offset.
 --
 -- KEYS: 1 seq, 2 log, 3 sessions (zset), 4 session hash, 5 session events stream,
---       6 offsets hash of the host, 7 epoch
+--       6 offsets hash of the host, 7 epoch, 8 rewinds hash (read only)
 -- ARGV: 1 expected epoch, 2 session id,
 --       3 offset field ("" = this batch commits no offset),
 --       4 expected committed value ("" = the field must be absent),
@@ -13,7 +13,7 @@
 --       flags: "s" = also XADD to the session stream, "q" = also assign a sessionSeq.
 --       A frame prefix is a JSON object without its closing brace; the script closes it
 --       with ,"seqId":N (and ,"sessionSeq":M) so clients see ids assigned here.
--- Returns {"OK", first_seq, last_seq, last_session_seq}, {"EPOCH", current}, or
+-- Returns {"OK", first_seq, last_seq, last_session_seq, rewind generation}, {"EPOCH", current}, or
 -- {"OFFSET", committed}. All checks happen before the first write: a script is atomic
 -- but not rolled back on error, so nothing after the checks may fail.
 
@@ -82,4 +82,4 @@ end
 if field ~= '' then
   redis.call('HSET', KEYS[6], field, ARGV[5])
 end
-return {'OK', first_seq, last_seq, last_qseq}
+return {'OK', first_seq, last_seq, last_qseq, tonumber(redis.call('HGET', KEYS[8], 'gen') or '0')}
