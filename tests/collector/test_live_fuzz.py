@@ -133,6 +133,6 @@ def test_every_well_formed_line_is_published_once_and_nothing_crashes(live: Any)
         assert live["proc"].alive()
 
     one_batch()
-    assert live["lines"] >= 1500, live["lines"]  # thousands of lines went through
+    assert live["lines"] >= 1000, live["lines"]  # 100 batches of 11+ lines went through
     assert live["proc"].alive()
     assert "Traceback" not in live["proc"].log_path.read_text(errors="replace")
