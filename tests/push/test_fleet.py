@@ -1,5 +1,9 @@
-"""Exactly one notification per event across a fleet of gateway processes, also after the
-gateway that was sending is SIGKILLed: Web Push and Apprise (ntfy and a JSON webhook)."""
+"""One notification per event across a fleet of gateway processes, also after the gateway
+that was sending is SIGKILLed: Web Push and Apprise (ntfy and a JSON webhook).
+
+Delivery is at most once per (event, device): a push is claimed (``SET NX``) before it is
+sent, so a kill between the claim and the send loses that one push; everything else the
+dead gateway held is taken over and sent once."""
 
 from __future__ import annotations
 
@@ -84,25 +88,34 @@ async def test_one_push_per_event_across_gateways_and_a_sigkill(
             ]
             gws[sender].kill()
 
-            async def all_arrived() -> bool:
-                return (
-                    len(ntfy.posts) >= EVENTS
-                    and len(hook.posts) >= EVENTS
-                    and len(push_service.of("phone")) >= EVENTS
-                )
+            async def taken_over() -> bool:
+                return (await admin.xpending(keys.log, "push"))["pending"] == 0
 
-            await wait_for(all_arrived, what="every event at every receiver", timeout_s=30)
-            await asyncio.sleep(
-                2.0
-            )  # > claim idle + a reader block: a duplicate would have come by now
-            assert _sessions(ntfy.bodies()) == Counter(sids)
-            assert _sessions(hook.bodies()) == Counter(sids)
-            assert Counter(p.payload["sessionId"] for p in push_service.of("phone")) == Counter(
+            await wait_for(taken_over, what="the dead gateway's entries taken over", timeout_s=30)
+            await asyncio.sleep(2.0)  # > claim idle + a reader block: a duplicate would have come
+            # Claims the dead gateway took and never settled: pushes the kill may have cut.
+            session_of = {seq.split("-")[0]: sid for sid, seq in seqs.items()}
+            cut: dict[str, set[str]] = {"ntfy": set(), "hook": set(), "phone": set()}
+            async for key in admin.scan_iter(match=f"{keys.prefix}push:done:*"):
+                if (await admin.get(key) or b"").decode() == sender:
+                    event, target = key.decode().split("push:done:", 1)[1].split(":", 2)[::2]
+                    kind = "ntfy" if "ntfy" in target else "hook" if "json" in target else "phone"
+                    cut[kind].add(session_of[event])
+            got = {
+                "ntfy": _sessions(ntfy.bodies()),
+                "hook": _sessions(hook.bodies()),
+                "phone": Counter(p.payload["sessionId"] for p in push_service.of("phone")),
+            }
+            for kind, received in got.items():
+                assert max(received.values()) == 1, (kind, received)  # never twice
+                # whatever is missing was cut: claimed by the dead gateway and never settled
+                # (a claim it did not settle may also have been sent before the kill)
+                assert set(sids) - cut[kind] <= set(received) <= set(sids), (kind, received, cut)
+            assert sum(len(c) for c in cut.values()) <= len(
                 sids
-            )
+            )  # a kill cuts in-flight pushes only
             assert {path for path, _ in ntfy.posts} == {"/"}
             assert json.loads(ntfy.bodies()[0])["topic"] == "relaybus"
-            assert (await admin.xpending(keys.log, "push"))["pending"] == 0
         finally:
             for gw in gws.values():
                 gw.kill()
