@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, frames_of, transcript, user_line
+from tests.support.fuzz import json_values
 from tests.support.servers import RedisServer
 from tests.support.wait import poll
 
@@ -33,18 +34,6 @@ REAL = [
     for ln in p.read_bytes().splitlines()[:60]
     if ln.strip()
 ]
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=30),
-    lambda kids: (
-        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4)
-    ),
-    max_leaves=20,
-)
 
 
 @st.composite

@@ -26,6 +26,7 @@ from websockets.sync.client import ClientConnection, connect
 from relaybus.shared.wire.errors import ErrorCode
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript, user_line
+from tests.support.fuzz import json_values
 from tests.support.gateway_server import GatewayProc
 from tests.support.servers import RedisServer
 from tests.support.wait import poll
@@ -55,18 +56,6 @@ VALID_FRAMES: list[dict[str, Any]] = [
     {"type": "accept_diff", "sessionId": SID, "requestKey": "k1"},
     {"type": "reject_diff", "sessionId": SID, "reason": "no"},
 ]
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=30),
-    lambda kids: (
-        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=4)
-    ),
-    max_leaves=20,
-)
 
 
 @st.composite

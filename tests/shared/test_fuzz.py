@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from relaybus.gateway.protocol import ErrorCode, ProtocolError, parse_client_frame
 from relaybus.shared.transcript.projection import project_line
+from tests.support.fuzz import json_values
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
 REAL_LINES = [
@@ -20,17 +21,6 @@ REAL_LINES = [
 MAX_FRAME = 4096
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=40),
-    lambda kids: (
-        st.lists(kids, max_size=5) | st.dictionaries(st.text(max_size=12), kids, max_size=5)
-    ),
-    max_leaves=30,
-)
 TYPES = ["hello", "list_sessions", "watch_session", "unwatch_session", "prompt", "accept_diff"]
 frame_like = st.fixed_dictionaries(
     {"type": st.sampled_from(TYPES) | st.text(max_size=10)},
