@@ -26,11 +26,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from _rig import header, write_result  # noqa: E402
-from collector_bench import fixture_lines, wait_committed  # noqa: E402
+from collector_bench import drop_transcript, fixture_lines  # noqa: E402
 
 from tests.support.cluster import ClusterRig  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.collector_records import transcript  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "cluster.json"
@@ -49,14 +48,7 @@ def throughput(
     proc = CollectorProc(redis_url=url, namespace=ns, claude_dir=claude, host_id="bench", env=env)
     proc.start()
     try:
-        staging = claude / "staging.tmp"
-        staging.write_bytes(data)
-        path = transcript(claude, "bench-throughput")
-        t0 = time.perf_counter()
-        staging.rename(path)
-        field = path.relative_to(claude).as_posix()
-        wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)  # type: ignore[arg-type]
-        return time.perf_counter() - t0
+        return drop_transcript(client, claude, ns, data)  # type: ignore[arg-type]
     finally:
         proc.stop()
 

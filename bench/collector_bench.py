@@ -66,6 +66,19 @@ def wait_committed(client: redis.Redis, key: str, field: str, size: int, timeout
     raise TimeoutError(f"{field} not committed to {size}")
 
 
+def drop_transcript(client: redis.Redis, claude: Path, ns: str, data: bytes) -> float:
+    """Make ``data`` appear at once as a new transcript (a rename) and wait until the
+    collector (host ``bench``) committed all of it; the seconds that took."""
+    staging = claude / "staging.tmp"
+    staging.write_bytes(data)
+    path = transcript(claude, "bench-throughput")
+    t0 = time.perf_counter()
+    staging.rename(path)
+    field = path.relative_to(claude).as_posix()
+    wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)
+    return time.perf_counter() - t0
+
+
 def throughput(
     srv: RedisServer, claude: Path, lines: list[bytes], ns: str, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -78,15 +91,8 @@ def throughput(
     proc.start()
     try:
         data = b"".join(lines)
-        tmp = claude / "staging.tmp"
-        tmp.write_bytes(data)
-        path = transcript(claude, "bench-throughput")
         cpu0, rcpu0 = proc_cpu_s(proc.pid), redis_cpu_s(client)
-        t0 = time.perf_counter()
-        tmp.rename(path)
-        field = path.relative_to(claude).as_posix()
-        wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)
-        elapsed = time.perf_counter() - t0
+        elapsed = drop_transcript(client, claude, ns, data)
         cpu, rcpu = proc_cpu_s(proc.pid) - cpu0, redis_cpu_s(client) - rcpu0
         events = int(client.get(f"{{{ns}}}:seq") or 0)
     finally:

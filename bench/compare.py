@@ -199,24 +199,29 @@ async def relaybus_stack(
     assert gw.proc is not None
 
     async def new_target() -> tuple[str, Path]:
-        sid = str(uuid.uuid4())
-        path = transcript(claude, sid)
-        path.write_bytes(user_line(sid, "hello"))
-        client = aioredis.Redis.from_url(srv.url)
-        try:
-            for _ in range(600):
-                if await client.exists(Keys(ns).session(sid)):
-                    return sid, path
-                await asyncio.sleep(0.02)
-        finally:
-            await client.aclose()
-        raise RuntimeError("relaybus did not publish the session")
+        return await published_session(srv.url, ns, claude)
 
     async def stop() -> None:
         gw.kill()
         col.stop()
 
     return Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop)
+
+
+async def published_session(redis_url: str, ns: str, claude: Path) -> tuple[str, Path]:
+    """A new transcript with one line, once the collector has published its session."""
+    sid = str(uuid.uuid4())
+    path = transcript(claude, sid)
+    path.write_bytes(user_line(sid, "hello"))
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        for _ in range(600):
+            if await client.exists(Keys(ns).session(sid)):
+                return sid, path
+            await asyncio.sleep(0.02)
+    finally:
+        await client.aclose()
+    raise RuntimeError("relaybus did not publish the session")
 
 
 def file_target(d: Path) -> Callable[[], Awaitable[tuple[str, Path]]]:

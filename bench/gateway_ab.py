@@ -28,15 +28,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from compare import FULL, Stack, latency_run, storm
+from compare import FULL, Stack, latency_run, published_session, storm
 from gateway_bench import cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.collector_records import transcript, user_line  # noqa: E402
 from tests.support.gateway_server import GatewayProc, http_ok  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
@@ -108,20 +106,7 @@ async def stacks(
         assert gw.proc is not None
 
         async def new_target() -> tuple[str, Path]:
-            import redis.asyncio as aioredis
-
-            sid = str(uuid.uuid4())
-            path = transcript(claude, sid)
-            path.write_bytes(user_line(sid, "hello"))
-            client = aioredis.Redis.from_url(srv.url)
-            try:
-                for _ in range(600):
-                    if await client.exists(Keys(ns).session(sid)):
-                        return sid, path
-                    await asyncio.sleep(0.02)
-            finally:
-                await client.aclose()
-            raise RuntimeError("the collector did not publish the session")
+            return await published_session(srv.url, ns, claude)
 
         async def stop(gw: TreeGateway = gw) -> None:
             gw.kill()

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from _rig import header, summary, write_result  # noqa: E402
-from collector_bench import fixture_lines, wait_committed  # noqa: E402
+from collector_bench import drop_transcript, fixture_lines  # noqa: E402
 
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import transcript, user_line  # noqa: E402
@@ -53,15 +53,7 @@ def throughput(primary: RedisServer, claude: Path, lines: list[bytes], wait: int
     proc = collector(primary, claude, ns, wait)
     client = primary.client()
     try:
-        data = b"".join(lines)
-        staging = claude / "staging.tmp"
-        staging.write_bytes(data)
-        path = transcript(claude, "bench-throughput")
-        t0 = time.perf_counter()
-        staging.rename(path)
-        field = path.relative_to(claude).as_posix()
-        wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)
-        return len(lines) / (time.perf_counter() - t0)
+        return len(lines) / drop_transcript(client, claude, ns, b"".join(lines))
     finally:
         proc.stop()
         client.close()

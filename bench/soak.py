@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _rig import TOKEN, header, scratch, services, write_result  # noqa: E402
 from compare_workers import parse  # noqa: E402
+from gateway_bench import rss_kib  # noqa: E402
 from gateway_workers import RawClient, open_client  # noqa: E402
 
 from tests.support.collector_records import append, transcript, user_line  # noqa: E402
@@ -45,10 +46,7 @@ MAX_BUCKET_MS = 60_000
 
 
 def rss_mb(pid: int) -> float:
-    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if row.startswith("VmRSS:"):
-            return round(int(row.split()[1]) / 1024, 1)
-    raise RuntimeError("no VmRSS")
+    return round(rss_kib(pid) / 1024, 1)
 
 
 def raise_fd_limit(n: int) -> None:
