@@ -12,12 +12,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis.exceptions
-
 from relaybus.collector.backfill import parse_offset
 from relaybus.collector.paths import TranscriptPath, parent_tool_use_id
 from relaybus.collector.tailer import FileTail, NotRegular
 from relaybus.shared.store.appendlog import EpochChanged
+from relaybus.shared.store.connection import REDIS_ERRORS
 
 #: ``OSError`` numbers that mean "this file", not "the connection to Redis".
 FILE_ERRNOS = frozenset(
@@ -40,18 +39,7 @@ FILE_ERRNOS = frozenset(
 
 def bus_error(exc: BaseException) -> bool:
     """An error of Redis or the epoch (the engine holds and retries), not of one file."""
-    if isinstance(
-        exc,
-        EpochChanged
-        | redis.exceptions.ConnectionError
-        | redis.exceptions.TimeoutError
-        | redis.exceptions.ReadOnlyError
-        | redis.exceptions.OutOfMemoryError
-        | redis.exceptions.BusyLoadingError
-        | redis.exceptions.ClusterError
-        | redis.exceptions.TryAgainError
-        | redis.exceptions.SlotNotCoveredError,
-    ):
+    if isinstance(exc, (EpochChanged, *REDIS_ERRORS)):  # a file's OSError is not Redis's
         return True
     if isinstance(exc, NotRegular):
         return False

@@ -43,7 +43,8 @@ _UNKNOWN_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NON
 #: node serves, TRYAGAIN (a multi-key command while its slot migrates) and redirections that
 #: outlast redis-py's retries ("TTL exhausted", a ClusterError) clear once the cluster
 #: settles. Other Redis errors are bugs or misconfiguration and are not retried.
-REDIS_UNAVAILABLE: tuple[type[Exception], ...] = (
+#: ``REDIS_ERRORS`` are Redis's own answers; a socket's ``OSError`` means the same here.
+REDIS_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ReadOnlyError,
@@ -51,8 +52,8 @@ REDIS_UNAVAILABLE: tuple[type[Exception], ...] = (
     redis.exceptions.ClusterError,
     redis.exceptions.TryAgainError,
     redis.exceptions.SlotNotCoveredError,
-    OSError,
 )
+REDIS_UNAVAILABLE: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
 PROBE_TIMEOUT_S = 2.0
 PROBE_INTERVAL_S = 1.0
 
