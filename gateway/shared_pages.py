@@ -15,7 +15,7 @@ reading them). A read issued while the reader's position was at least ``floor`` 
 holds every entry the caller needs up to the end of the stream at that time. A full page
 is final whatever the position: stream ids only grow, so nothing can appear between its
 first and last entry later. Only a rewind or an epoch change alters entries already read;
-the hub counts those in its ``pages_version`` and reads of an older generation are dropped.
+the hub counts those in its ``pages_version`` and reads of an older version are dropped.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ Fetch = Callable[[str, int], Coroutine[Any, Any, Page]]
 
 
 class _Read:
-    __slots__ = ("after", "done_at", "generation", "position", "size", "stream", "task")
+    __slots__ = ("after", "done_at", "position", "size", "stream", "task", "version")
 
-    def __init__(self, stream: str, after: int, position: int, generation: int) -> None:
+    def __init__(self, stream: str, after: int, position: int, version: int) -> None:
         self.stream = stream
         self.after = after
         self.position = position
-        self.generation = generation
+        self.version = version
         self.task: asyncio.Task[Page] | None = None
         self.done_at = 0.0
         self.size = 0
@@ -90,9 +90,9 @@ class SharedPages:
     def _usable(self, stream: str, after: int, floor: int) -> _Read | None:
         """The read starting closest below ``after`` that may serve it (finished: does)."""
         best: _Read | None = None
-        generation = self.hub.pages_version
+        version = self.hub.pages_version
         for read in self._reads.get(stream, ()):
-            if read.generation != generation or read.after > after:
+            if read.version != version or read.after > after:
                 continue
             task = read.task
             if task is not None and task.done():
@@ -131,7 +131,7 @@ class SharedPages:
     def _expire(self) -> None:
         limit = time.monotonic() - self.ttl_s
         done = self._done
-        while done and (done[0].done_at < limit or done[0].generation != self.hub.pages_version):
+        while done and (done[0].done_at < limit or done[0].version != self.hub.pages_version):
             self._forget(done.popleft())
 
     def _forget(self, read: _Read) -> None:
@@ -176,11 +176,11 @@ class SharedReads(Generic[T]):
 
 
 class _Flight(Generic[T]):
-    __slots__ = ("done_at", "generation", "position", "task")
+    __slots__ = ("done_at", "position", "task", "version")
 
-    def __init__(self, position: int, generation: int, task: asyncio.Task[T]) -> None:
+    def __init__(self, position: int, version: int, task: asyncio.Task[T]) -> None:
         self.position = position
-        self.generation = generation
+        self.version = version
         self.task = task
         self.done_at = 0.0
 
@@ -192,8 +192,8 @@ class _Flight(Generic[T]):
     def expired(self, limit: float) -> bool:
         return self.task.done() and self.done_at < limit
 
-    def serves(self, generation: int, floor: int, limit: float) -> bool:
-        if self.generation != generation or self.position < floor:
+    def serves(self, version: int, floor: int, limit: float) -> bool:
+        if self.version != version or self.position < floor:
             return False
         if not self.task.done():
             return True
