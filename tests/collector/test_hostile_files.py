@@ -192,7 +192,7 @@ def test_a_file_whose_appends_fail_is_set_aside_not_the_engine(
     path = transcript(claude_dir, good)
     for i in range(3):
         append(path, user_line(good, f"good-{i}"))
-        poll(lambda i=i: _published(client, keys, good, f"good-{i}"), timeout_s=15)  # type: ignore[misc]
+        poll(lambda: _published(client, keys, good, f"good-{i}"), timeout_s=15)  # noqa: B023  # polled before the loop moves on
     poll(lambda: "set aside until it changes" in proc.log_path.read_text())
     assert client.get(keys.session_events(bad)) == b"not a stream"
     assert proc.alive()
