@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import httpx
 import orjson
@@ -16,6 +17,7 @@ from websockets.exceptions import ConnectionClosed
 
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
+from tests.support.collector_records import Entries
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc, running_gateway
@@ -309,10 +311,10 @@ async def test_rewound_log_after_reconnect(
             old_head = g.runtime.hub.position
             # The "replica" had only the first entries: rebuild the log as it would find it.
             for stream in (keys.log, keys.session_events("s1")):
-                entries = await client.xrange(stream, max=f"{kept}-0")
+                entries = cast(Entries, await client.xrange(stream, max=f"{kept}-0"))
                 await client.delete(stream)
                 for eid, fields in entries:
-                    await client.xadd(stream, fields, id=eid)
+                    await client.xadd(stream, fields, id=eid)  # type: ignore[arg-type]  # redis-py: invariant dict of its EncodableT
             await client.set(keys.seq, kept)
             await client.client_kill_filter(_type="normal")  # the gateway reconnects
             await pub.events("s1", [f"b{i}" for i in range(3)])
