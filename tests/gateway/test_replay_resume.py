@@ -10,13 +10,13 @@ import redis.asyncio as aioredis
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import Entries
-from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
 
 
-def texts(frames: list[dict[str, object]]) -> list[str]:
-    return [f["event"]["blocks"][0]["text"] for f in frames]  # type: ignore[index]
+def texts(frames: list[Frame]) -> list[str]:
+    return [f["event"]["blocks"][0]["text"] for f in frames]
 
 
 async def test_replay_during_append_race(settings: Settings, pub: Publisher) -> None:

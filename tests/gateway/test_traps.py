@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.collector_records import Entries
-from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc, running_gateway
 from tests.support.servers import RedisServer
@@ -79,7 +79,7 @@ async def test_slow_consumer_cut_off_fast_one_unaffected(
                 assert [e["sessionSeq"] for e in fast.events()] == list(range(1, total + 1))
             name = "relaybus_gateway_slow_consumer_disconnects_total"
             await wait_for(lambda: equals(metric_value(g.http, name), 1.0))
-            seen: list[dict[str, object]] = []
+            seen: list[Frame] = []
             try:
                 while True:
                     frame = orjson.loads(await asyncio.wait_for(slow.recv(), 20))
@@ -90,7 +90,7 @@ async def test_slow_consumer_cut_off_fast_one_unaffected(
             assert len(seen) < total
             async with WsClient(g.ws, token="full-token") as again:
                 await again.hello(["session_subscriptions"])
-                since = max((int(f["seqId"]) for f in seen), default=0)  # type: ignore[call-overload]
+                since = max((int(f["seqId"]) for f in seen), default=0)
                 await again.send({"type": "watch_session", "sessionId": "s1", "sinceSeqId": since})
                 await again.until(lambda _: len(seen) + again.n_events >= total, 60)
             qseqs = [f["sessionSeq"] for f in seen] + [e["sessionSeq"] for e in again.events()]
