@@ -56,7 +56,9 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def wait_committed(client: redis.Redis, key: str, field: str, size: int, timeout_s: float) -> None:
+def wait_committed(
+    client: redis.Redis | redis.RedisCluster, key: str, field: str, size: int, timeout_s: float
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         v = client.hget(key, field)
@@ -66,7 +68,9 @@ def wait_committed(client: redis.Redis, key: str, field: str, size: int, timeout
     raise TimeoutError(f"{field} not committed to {size}")
 
 
-def drop_transcript(client: redis.Redis, claude: Path, ns: str, data: bytes) -> float:
+def drop_transcript(
+    client: redis.Redis | redis.RedisCluster, claude: Path, ns: str, data: bytes
+) -> float:
     """Make ``data`` appear at once as a new transcript (a rename) and wait until the
     collector (host ``bench``) committed all of it; the seconds that took."""
     staging = claude / "staging.tmp"

@@ -119,7 +119,7 @@ async def test_resharding_under_live_clients_loses_nothing(
     assert texts(other, sid_b) == [f"other-{i}" for i in range(LINES // 20)]
     rc = redis.RedisCluster.from_url(url)
     try:
-        assert session_texts(rc, Keys(ns_a), sid_a) == expected  # type: ignore[arg-type]
+        assert session_texts(rc, Keys(ns_a), sid_a) == expected
     finally:
         rc.close()
     print(
