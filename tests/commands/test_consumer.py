@@ -65,7 +65,7 @@ class Bus:
     async def send(self, cmd: Command) -> None:
         stream = self.keys.cmd("testhost")
         await ensure_group(self.client, stream)
-        await self.client.xadd(stream, cmd.fields())  # type: ignore[arg-type]
+        await self.client.xadd(stream, cmd.fields())  # type: ignore[arg-type]  # redis-py: invariant dict of its EncodableT
 
     async def replies(self) -> list[Reply]:
         entries = cast(Entries, await self.client.xrange(self.keys.reply(GW)))
