@@ -338,8 +338,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             nginx.stop()
             for g in gateways:
                 g.kill()
-            for c in collectors:
-                c.stop()
+            for cp in collectors:
+                cp.stop()
         keys = Keys(NS)
         log_seq: dict[str, list[int]] = {}
         with redis.Redis(port=srv.port) as r:

@@ -48,7 +48,7 @@ def throughput(
     proc = CollectorProc(redis_url=url, namespace=ns, claude_dir=claude, host_id="bench", env=env)
     proc.start()
     try:
-        return drop_transcript(client, claude, ns, data)  # type: ignore[arg-type]
+        return drop_transcript(client, claude, ns, data)
     finally:
         proc.stop()
 

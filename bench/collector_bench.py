@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.collector_records import transcript, user_line  # noqa: E402
+from tests.support.collector_records import Entries, transcript, user_line  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
 FIXTURES = REPO / "tests" / "data" / "claude-jsonl"
@@ -56,17 +56,21 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def wait_committed(client: redis.Redis, key: str, field: str, size: int, timeout_s: float) -> None:
+def wait_committed(
+    client: redis.Redis | redis.RedisCluster, key: str, field: str, size: int, timeout_s: float
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         v = client.hget(key, field)
-        if v is not None and int(v.split(b":")[0]) >= size:
+        if isinstance(v, bytes) and int(v.split(b":")[0]) >= size:
             return
         time.sleep(0.002)
     raise TimeoutError(f"{field} not committed to {size}")
 
 
-def drop_transcript(client: redis.Redis, claude: Path, ns: str, data: bytes) -> float:
+def drop_transcript(
+    client: redis.Redis | redis.RedisCluster, claude: Path, ns: str, data: bytes
+) -> float:
     """Make ``data`` appear at once as a new transcript (a rename) and wait until the
     collector (host ``bench``) committed all of it; the seconds that took."""
     staging = claude / "staging.tmp"
@@ -176,7 +180,11 @@ def latency(
         last = client.get(f"{{{ns}}}:seq") or b"0"
         cursor = f"{int(last)}-0"
         while not done.is_set():
-            for _key, entries in reader.xread({f"{{{ns}}}:log": cursor}, block=200) or []:
+            reply = cast(
+                list[tuple[bytes, Entries]] | None,
+                reader.xread({f"{{{ns}}}:log": cursor}, block=200),
+            )
+            for _key, entries in reply or []:
                 now = time.perf_counter()
                 for entry_id, fields in entries:
                     cursor = entry_id.decode()

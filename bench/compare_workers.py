@@ -312,7 +312,7 @@ async def run_sio_server(args: argparse.Namespace) -> None:
     mgr = socketio.AsyncRedisManager(args.redis, channel=args.channel)
     sio = socketio.AsyncServer(async_mode="asgi", client_manager=mgr, transports=["websocket"])
 
-    @sio.event  # type: ignore[untyped-decorator]
+    @sio.event  # type: ignore[untyped-decorator]  # python-socketio ships no types
     async def connect(sid: str, environ: dict[str, Any]) -> None:
         await sio.enter_room(sid, "watch")
 

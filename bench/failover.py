@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             await asyncio.sleep(1)  # a rewound would come right after the welcome
             await again.close()
         with rig.replica.client() as r:
-            log_texts = Counter()
+            log_texts: Counter[str] = Counter()
             log_seq: dict[str, int] = {}
             for eid, fields in r.xrange(keys.log):
                 f = orjson.loads(fields[b"f"])

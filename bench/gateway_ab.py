@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.gateway_server import GatewayProc, http_ok  # noqa: E402
+from tests.support.gateway_server import GatewayProc  # noqa: E402
+from tests.support.procs import http_ok  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "gateway_ab.json"

@@ -28,7 +28,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import orjson
@@ -68,7 +68,7 @@ class Worker:
         self.args = [sys.executable, str(WORKERS), *args]
         self.proc: asyncio.subprocess.Process | None = None
 
-    async def start(self, timeout_s: float = 120.0) -> Worker:
+    async def start(self, timeout_s: float = 120.0) -> Self:
         self.proc = await asyncio.create_subprocess_exec(
             *self.args,
             stdin=asyncio.subprocess.PIPE,

@@ -24,10 +24,14 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import orjson
 import redis.asyncio as aioredis
 from websockets.asyncio.server import ServerConnection, broadcast, serve
+
+# XREAD of a bytes client (RESP2): [[stream, [[id, fields], ...]], ...]
+XReadReply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
 
 
 def stamp_of(raw: bytes) -> int | None:
@@ -222,9 +226,11 @@ async def run_floor(args: argparse.Namespace) -> None:
                     await client.xadd(stream, {"f": line})
 
     async def fan() -> None:
-        last = "$"
+        last: str | bytes = "$"
         while True:
-            reply = await reader.xread({stream: last}, block=1000, count=100)
+            reply = cast(
+                XReadReply | None, await reader.xread({stream: last}, block=1000, count=100)
+            )
             for _key, entries in reply or []:
                 for eid, fields in entries:
                     last = eid

@@ -14,7 +14,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from compare import CWorker, Stack, floor_stack, relaybus_stack, write_lines
@@ -22,16 +22,20 @@ from compare_workers import parse
 from gateway_bench import pct
 
 from relaybus.shared.store.keys import Keys
+from tests.support.collector_records import Entries
 from tests.support.servers import RedisServer, server_binaries
 
 
 async def monitor_stream(url: str, key: str, seen: dict[int, int], stop: asyncio.Event) -> None:
     """Stamp (time_ns) each timed line's arrival in stream ``key``."""
     client = aioredis.Redis.from_url(url)
-    last = "$"
+    last: str | bytes = "$"
     try:
         while not stop.is_set():
-            reply = await client.xread({key: last}, block=200, count=100)
+            reply = cast(
+                list[tuple[bytes, Entries]] | None,
+                await client.xread({key: last}, block=200, count=100),
+            )
             now = time.time_ns()
             for _key, entries in reply or []:
                 for eid, fields in entries:
@@ -116,7 +120,7 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
 
             async def relaybus_key() -> str:
                 ns = (
-                    next(k.decode() for k in await probe.keys("*:epoch"))
+                    next(k.decode() for k in cast(list[bytes], await probe.keys("*:epoch")))
                     .rsplit(":", 1)[0]
                     .strip("{}")
                 )
@@ -126,7 +130,7 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
                 while not await probe.keys("floor:*"):
                     await write_lines(tmp / "floor" / "warm.jsonl", "warm", 1, 100)
                     await asyncio.sleep(0.2)
-                return (await probe.keys("floor:*"))[0].decode()
+                return cast(list[bytes], await probe.keys("floor:*"))[0].decode()
 
             for _ in range(rounds):
                 rows.append(await trace(stacks[0], srv.url, relaybus_key, lines, monitor))

@@ -22,7 +22,7 @@ import asyncio
 import json
 import shlex
 import time
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import redis.asyncio as aioredis
@@ -39,6 +39,7 @@ from _rig import (
 
 from relaybus.shared.store.keys import Keys
 from tests.support.approvals import RELAYBUS
+from tests.support.collector_records import Entries
 from tests.support.gateway_server import GatewayProc
 from tests.support.push_service import PushServiceStandIn
 
@@ -77,7 +78,7 @@ async def measure(
                 pushes = await asyncio.to_thread(service.wait, "phone", seen + 1)
                 push = pushes[seen]
                 assert push.payload["kind"] == "approval", push.payload
-                entries = await admin.xrevrange(keys.log, count=50)
+                entries = cast(Entries, await admin.xrevrange(keys.log, count=50))
                 [stamp] = [
                     int(f[b"t"])
                     for _id, f in entries

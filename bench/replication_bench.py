@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis
@@ -33,7 +33,7 @@ from _rig import header, summary, write_result  # noqa: E402
 from collector_bench import drop_transcript, fixture_lines  # noqa: E402
 
 from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.collector_records import transcript, user_line  # noqa: E402
+from tests.support.collector_records import Entries, transcript, user_line  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "replication.json"
@@ -74,7 +74,11 @@ def latency(
     def read_replica() -> None:
         cursor = "0-0"
         while not done.is_set():
-            for _key, entries in reader.xread({f"{{{ns}}}:log": cursor}, block=200) or []:
+            reply = cast(
+                list[tuple[bytes, Entries]] | None,
+                reader.xread({f"{{{ns}}}:log": cursor}, block=200),
+            )
+            for _key, entries in reply or []:
                 now = time.perf_counter()
                 for entry_id, fields in entries:
                     cursor = entry_id.decode()

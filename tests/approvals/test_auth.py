@@ -15,6 +15,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -250,14 +251,14 @@ async def test_a_forged_request_previews_nothing_outside_the_cwd(
         for t in targets
     ]
 
-    async def held() -> list[dict[str, object]]:
+    async def held() -> list[dict[str, Any]]:
         found = await session_frames(admin, keys, sid, "permission_request")
         return found if len(found) == len(targets) else []
 
     frames = await wait_for(held, what="every forged request published")
     for run in runs:
         assert (await run.result())[:2] == (0, "")
-    by_target = {f["input"]["file_path"]: f["edit"] for f in frames}  # type: ignore[index]
+    by_target = {f["input"]["file_path"]: f["edit"] for f in frames}
     text = json.dumps(by_target)
     assert SECRET not in text and "RELAYBUS_" not in text and "REDIS" not in text
     for t in targets[:-1]:
@@ -266,4 +267,4 @@ async def test_a_forged_request_previews_nothing_outside_the_cwd(
             "removed": 0,
             "hunks": [{"oldStart": 0, "lines": ["+new"]}],
         }
-    assert by_target[str(inside)]["removed"] == 2  # type: ignore[index]
+    assert by_target[str(inside)]["removed"] == 2

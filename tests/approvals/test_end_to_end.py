@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -18,6 +18,7 @@ from relaybus.shared.wire import approvals as ap
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import HookStarter, hook_input, session_frames, session_with_tool
+from tests.support.collector_records import Entries
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import GatewayProc, RunningGateway, running_gateway
 from tests.support.servers import RedisServer
@@ -191,7 +192,7 @@ async def test_ambiguous_then_by_key_and_unwatch_releases(
 
 async def _session_kind(admin: aioredis.Redis, keys: Keys, sid: str) -> list[dict[str, Any]]:
     async def probe() -> list[dict[str, Any]]:
-        entries = await admin.xrange(keys.session_events(sid))
+        entries = cast(Entries, await admin.xrange(keys.session_events(sid)))
         found = [json.loads(f[b"f"]) for _i, f in entries if f[b"k"] == b"permission_resolved"]
         return found if len(found) >= 2 else []
 

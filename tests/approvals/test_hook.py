@@ -43,7 +43,7 @@ async def _edit_session(
 ) -> tuple[str, Path, str, dict[str, object]]:
     target = m.workdir / "a.py"
     target.write_text("import os\nx = 1\nprint(x)\n")
-    tool_input = {"file_path": str(target), **EDIT}
+    tool_input: dict[str, object] = {"file_path": str(target), **EDIT}
     sid, path, tool_use_id = session_with_tool(m.claude_dir, m.workdir, "Edit", tool_input)
     await published(admin, keys, sid)
     return sid, path, tool_use_id, tool_input

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 import redis.asyncio as aioredis
 
@@ -17,7 +18,7 @@ from tests.support.servers import RedisServer
 from tests.support.wait import wait_for
 
 
-def _count(fields: dict[bytes, bytes]) -> int:
+def _count(fields: Mapping[bytes | str, bytes | str]) -> int:
     return ap.live_watchers(fields, int(time.time() * 1000))
 
 

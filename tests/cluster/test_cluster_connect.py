@@ -51,7 +51,8 @@ async def test_seed_node_gives_the_whole_cluster(cluster: ClusterRig, namespace:
     settings = make_settings(cluster.seed_url, namespace, redis_cluster=True)
     assert redis_address(settings) == f"127.0.0.1:{cluster.ports[0]} (Redis Cluster seed node)"
     assert await probe(settings) is None
-    client = connect(settings)
+    # object: connect() is typed aioredis.Redis, and cluster_client() casts its ClusterRedis
+    client: object = connect(settings)
     assert isinstance(client, ClusterRedis)
     try:
         await client.set(Keys(namespace).epoch, "e")

@@ -80,7 +80,7 @@ async def test_resharding_under_live_clients_loses_nothing(
         other = await watching(gw_b, sid_b)
         try:
             for c in clients:
-                await c.until(lambda _, c=c: texts(c, sid_a) == ["line-0"], 30)
+                await c.until(lambda _: texts(c, sid_a) == ["line-0"], 30)  # noqa: B023  # awaited before the loop moves on
 
             async def writer() -> None:
                 for i in range(1, LINES):
@@ -99,7 +99,7 @@ async def test_resharding_under_live_clients_loses_nothing(
             await writing
             expected = [f"line-{i}" for i in range(LINES)]
             for c in clients:
-                await c.until(lambda _, c=c: len(texts(c, sid_a)) >= LINES, 60)
+                await c.until(lambda _: len(texts(c, sid_a)) >= LINES, 60)  # noqa: B023  # awaited before the loop moves on
                 await c.send({"type": "list_sessions"})
                 await c.expect("sessions")  # anything duplicated would have arrived before this
             await other.until(lambda _: len(texts(other, sid_b)) >= LINES // 20, 30)
@@ -119,7 +119,7 @@ async def test_resharding_under_live_clients_loses_nothing(
     assert texts(other, sid_b) == [f"other-{i}" for i in range(LINES // 20)]
     rc = redis.RedisCluster.from_url(url)
     try:
-        assert session_texts(rc, Keys(ns_a), sid_a) == expected  # type: ignore[arg-type]
+        assert session_texts(rc, Keys(ns_a), sid_a) == expected
     finally:
         rc.close()
     print(

@@ -79,7 +79,7 @@ async def test_every_fixture_line_is_published_once_in_order(
         committed = await rig.client.hget(
             rig.keys.offsets("testhost"), path.relative_to(claude_dir).as_posix()
         )
-        assert committed is not None and int(committed.split(b":")[0]) == path.stat().st_size
+        assert isinstance(committed, bytes) and int(committed.split(b":")[0]) == path.stat().st_size
     side = [f for f in await rig.events(parent) if f["event"].get("sidechain")]
     assert len(side) == published_count(agent)
     assert {f["event"]["agentId"] for f in side} == {"a2898e3"}
@@ -172,7 +172,7 @@ async def test_old_file_is_registered_not_replayed(make_rig: RigFactory, claude_
     committed = await rig.client.hget(
         rig.keys.offsets("testhost"), "projects/-home-dev-project/s1.jsonl"
     )
-    assert committed is not None and int(committed.split(b":")[0]) == len(
+    assert isinstance(committed, bytes) and int(committed.split(b":")[0]) == len(
         user_line("s1", "ancient")
     )
     append(path, b'"x"}\n' + user_line("s1", "fresh"))

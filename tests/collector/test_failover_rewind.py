@@ -36,8 +36,13 @@ def lines(k: int, start: int, stop: int) -> list[str]:
 
 
 def snapshot(r: redis.Redis, keys: Keys) -> Snapshot:
-    """Every key of the namespace, dumped (what a replica holds when replication stops)."""
-    return [(key, r.dump(key)) for key in r.scan_iter(match=f"{keys.prefix}*")]  # type: ignore[misc]
+    """Every key of the namespace, dumped (what a replica holds when replication stops). A key
+    that expires between SCAN and DUMP (nil) is not in it: RESTORE of nil would fail."""
+    return [
+        (key, dumped)
+        for key in r.scan_iter(match=f"{keys.prefix}*")
+        if (dumped := r.dump(key)) is not None
+    ]
 
 
 def fail_over_to(r: redis.Redis, keys: Keys, kept: Snapshot) -> None:

@@ -52,6 +52,7 @@ async def test_old_session_is_listed_without_history(
     h = await rig.client.hgetall(rig.keys.session("s1"))
     assert h[b"historyLoaded"] == b"0"
     assert h[b"cwd"] == b"/home/dev/project"
+    assert isinstance(h[b"historyEnd"], bytes)
     assert h[b"historyEnd"].split(b":")[0] == str(path.stat().st_size).encode()
     assert b"live" not in h and b"state" not in h
     assert b"q0" in (h.get(b"title"), h.get(b"firstPrompt"))  # the head is read, not only the tail

@@ -11,13 +11,21 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import append, frames_of, session_texts, transcript, user_line
+from tests.support.collector_records import (
+    Entries,
+    append,
+    frames_of,
+    session_texts,
+    transcript,
+    user_line,
+)
 from tests.support.servers import RedisServer
 from tests.support.wait import poll
 
@@ -44,7 +52,7 @@ def _published(client: redis.Redis, keys: Keys, sid: str, text: str) -> bool:
 
 
 def _log_bytes(client: redis.Redis, keys: Keys) -> bytes:
-    return b"".join(f[b"f"] for _id, f in client.xrange(keys.log))  # type: ignore[union-attr]
+    return b"".join(f[b"f"] for _id, f in cast(Entries, client.xrange(keys.log)))
 
 
 def test_colliding_and_option_like_names_are_ignored(
@@ -184,7 +192,7 @@ def test_a_file_whose_appends_fail_is_set_aside_not_the_engine(
     path = transcript(claude_dir, good)
     for i in range(3):
         append(path, user_line(good, f"good-{i}"))
-        poll(lambda i=i: _published(client, keys, good, f"good-{i}"), timeout_s=15)  # type: ignore[misc]
+        poll(lambda: _published(client, keys, good, f"good-{i}"), timeout_s=15)  # noqa: B023  # polled before the loop moves on
     poll(lambda: "set aside until it changes" in proc.log_path.read_text())
     assert client.get(keys.session_events(bad)) == b"not a stream"
     assert proc.alive()
@@ -209,6 +217,6 @@ def test_a_huge_append_does_not_hold_up_other_sessions(
     append(small_path, user_line(small, "small-1"))
     poll(lambda: _published(client, keys, small, "small-1"), timeout_s=60)
     committed = client.hget(keys.offsets("testhost"), big_path.relative_to(claude_dir).as_posix())
-    assert committed is not None
+    assert isinstance(committed, bytes)
     done = int(committed.split(b":")[0])
     assert done < big_path.stat().st_size - 50_000 * len(line)  # not even half of it yet

@@ -55,7 +55,8 @@ def user_texts(client: redis.Redis, keys: Keys, sid: str) -> list[str]:
 def stored_offset(client: redis.Redis, keys: Keys, claude_dir: Path, path: Path) -> int:
     """The file offset the collector (host ``testhost``) committed for ``path``; -1 before any."""
     value = client.hget(keys.offsets("testhost"), path.relative_to(claude_dir).as_posix())
-    return int(bytes(value).split(b":")[0]) if value else -1
+    assert value is None or isinstance(value, bytes)
+    return int(value.split(b":")[0]) if value else -1
 
 
 def assert_log_contiguous(client: redis.Redis, keys: Keys) -> list[dict[str, Any]]:

@@ -98,6 +98,7 @@ def test_real_transcripts_give_one_working_then_idle_per_prompt(
 
         def drained() -> bool:
             raw = client.hget(keys.offsets("testhost"), f"projects/-home-dev-proj/{src.name}")
+            assert raw is None or isinstance(raw, bytes)
             parsed = backfill.parse_offset(raw.decode() if raw else "")
             return parsed is not None and parsed[0] == dest.stat().st_size
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import orjson
 
@@ -23,13 +24,13 @@ NOW = int(time.time() * 1000)
 HOUR = 3_600_000
 
 
-def plan_of(lines: list[bytes], state: SessionState | None = None, **kw: object) -> BatchPlan:
+def plan_of(lines: list[bytes], state: SessionState | None = None, **kw: Any) -> BatchPlan:
     plan = BatchPlan(
         state or SessionState("s1"),
         host="h1",
         now_ms=NOW,
         idle_ms=HOUR,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
     projected = [projection.project_line(ln) for ln in lines]
     plan.prime(projected)

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -28,6 +28,7 @@ from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, Reply
 from relaybus.shared.wire.errors import ErrorCode
 from tests.conftest import make_settings
+from tests.support.collector_records import Entries
 from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import INTERRUPTED, Transcript, transcript_path
 from tests.support.servers import RedisServer
@@ -64,10 +65,10 @@ class Bus:
     async def send(self, cmd: Command) -> None:
         stream = self.keys.cmd("testhost")
         await ensure_group(self.client, stream)
-        await self.client.xadd(stream, cmd.fields())  # type: ignore[arg-type]
+        await self.client.xadd(stream, cmd.fields())  # type: ignore[arg-type]  # redis-py: invariant dict of its EncodableT
 
     async def replies(self) -> list[Reply]:
-        entries = await self.client.xrange(self.keys.reply(GW))
+        entries = cast(Entries, await self.client.xrange(self.keys.reply(GW)))
         return [Reply.from_fields(f) for _id, f in entries]
 
     async def reply_to(self, cmd: Command) -> Reply:
@@ -290,7 +291,11 @@ async def test_command_held_by_a_crashed_collector_runs_once(start_bus: Callable
     cmd = bus.command(c.PROMPT, sid, message="held")
     await bus.send(cmd)
     stream = bus.keys.cmd("testhost")
-    held = await bus.client.xreadgroup(GROUP, "testhost", {stream: ">"}, count=10)
+    # RESP2: [[stream, entries]], not the RESP3 dict redis-py also types it as
+    held = cast(
+        list[tuple[bytes, Entries]],
+        await bus.client.xreadgroup(GROUP, "testhost", {stream: ">"}, count=10),
+    )
     assert len(held[0][1]) == 1
     await start_bus()
     reply = await bus.reply_to(cmd)

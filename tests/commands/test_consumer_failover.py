@@ -7,6 +7,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 import redis
@@ -21,6 +22,7 @@ from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.commands import Command, Reply
 from relaybus.shared.wire.errors import ErrorCode
 from tests.conftest import make_settings
+from tests.support.collector_records import Entries
 from tests.support.servers import RedisServer
 from tests.support.wait import wait_for
 
@@ -57,10 +59,10 @@ async def refused_then_served(
             payload={},
         )
         await ensure_group(client, keys.cmd("testhost"))
-        await client.xadd(keys.cmd("testhost"), cmd.fields())  # type: ignore[arg-type]
+        await client.xadd(keys.cmd("testhost"), cmd.fields())  # type: ignore[arg-type]  # redis-py: invariant dict of its EncodableT
 
         async def reply() -> Reply | None:
-            entries = await client.xrange(keys.reply("gw"))
+            entries = cast(Entries, await client.xrange(keys.reply("gw")))
             return Reply.from_fields(entries[0][1]) if entries else None
 
         answer = await wait_for(reply, what="the command answered")

@@ -337,7 +337,8 @@ async def test_collector_killed_holding_commands_runs_none_twice(
         sent = any(f["type"] == "prompt_sent" and f["requestId"] == f"p{i}" for f in replies)
         if sent:
             await wait_for(
-                lambda p=path, n=i: f"Done: job {n}" in texts(p, "assistant"), what="run"
+                lambda: f"Done: job {i}" in texts(path, "assistant"),  # noqa: B023  # awaited before the loop moves on
+                what="run",
             )
             ran = texts(path, "user").count(f"job {i}")
             assert ran == 1

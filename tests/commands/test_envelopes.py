@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from relaybus.shared.wire import commands as c
@@ -10,7 +12,7 @@ from relaybus.shared.wire.errors import ErrorCode
 
 
 def _cmd(type_: str = c.PROMPT, **kw: object) -> Command:
-    base: dict[str, object] = {
+    base: dict[str, Any] = {
         "id": "cmd-1",
         "type": type_,
         "session_id": "sid-1",
@@ -21,7 +23,7 @@ def _cmd(type_: str = c.PROMPT, **kw: object) -> Command:
         "trace_id": "t-1",
     }
     base.update(kw)
-    return Command(**base)  # type: ignore[arg-type]
+    return Command(**base)
 
 
 def _wire(fields: dict[str, bytes | str]) -> dict[bytes, bytes]:

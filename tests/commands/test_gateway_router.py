@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -20,6 +21,7 @@ from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import commands as c
 from tests.conftest import make_settings
+from tests.support.collector_records import Entries
 from tests.support.commands_env import RecordingHooks, texts
 from tests.support.fake_claude import Transcript, transcript_path
 from tests.support.gateway_client import WsClient
@@ -183,7 +185,7 @@ async def test_silent_host_times_out(
         await ws.send({"type": "interrupt_request", "requestId": "r", "sessionId": sid})
         ack = await ws.expect("interrupt_ack", wait_s=30)
     assert (ack["ok"], ack["errorCode"], ack["requestId"]) == (False, "timeout", "r")
-    entries = await admin.xrange(keys.cmd("mute"))
+    entries = cast(Entries, await admin.xrange(keys.cmd("mute")))
     assert len(entries) == 1 and entries[0][1][b"type"] == b"interrupt_request"
 
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema  # type: ignore[import-untyped]  # jsonschema ships no types
 import pytest
 import yaml
 

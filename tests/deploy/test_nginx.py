@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
@@ -13,7 +14,7 @@ import redis
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import append, transcript, user_line
+from tests.support.collector_records import Entries, append, transcript, user_line
 from tests.support.deploy_clients import ResumingClient, stop_clients
 from tests.support.deploy_procs import Nginx
 from tests.support.gateway_server import GatewayProc
@@ -62,8 +63,7 @@ def _published(server: RedisServer, namespace: str, sid: str) -> list[tuple[int,
     """Ground truth: (seqId, frame) of the session's events in the Redis log."""
     client = redis.Redis(port=server.port, socket_timeout=5)
     try:
-        raw = client.xrange(Keys(namespace).session_events(sid))
-        entries: list[tuple[bytes, dict[bytes, bytes]]] = list(raw)  # type: ignore[arg-type]
+        entries = cast(Entries, client.xrange(Keys(namespace).session_events(sid)))
     finally:
         client.close()
     return [

@@ -11,7 +11,7 @@ from relaybus.gateway.auth import AuthConfigError, TokenTable
 from relaybus.gateway.main import run
 from relaybus.shared.settings import Settings
 from tests.conftest import make_settings
-from tests.support.gateway_client import WsClient
+from tests.support.gateway_client import Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
@@ -47,12 +47,12 @@ async def test_token_in_hello(gw: RunningGateway) -> None:
     ],
 )
 async def test_unauthorized_gets_error_then_4401(
-    gw: RunningGateway, token: str | None, query: bool, first: object
+    gw: RunningGateway, token: str | None, query: bool, first: Frame | str | None
 ) -> None:
     """A missing or wrong token gets error{code:unauthorized} and close 4401."""
     async with WsClient(gw.ws, token=token, query_token=query) as c:
         if first is not None:
-            await c.send(first)  # type: ignore[arg-type]
+            await c.send(first)
         err = await c.expect("error")
         assert err["code"] == "unauthorized"
         assert await c.closed_code() == 4401
@@ -96,7 +96,7 @@ async def test_anonymous_when_allowed(server: RedisServer, namespace: str) -> No
             assert await c.closed_code() == 4401
 
 
-BAD_INPUTS: list[tuple[object, str, Callable[[dict[str, object]], bool]]] = [
+BAD_INPUTS: list[tuple[Frame | str, str, Callable[[dict[str, object]], bool]]] = [
     ("{nope", "bad_json", lambda e: "requestId" not in e),
     ("[1, 2]", "not_object", lambda e: True),
     ('"str"', "not_object", lambda e: True),
@@ -133,7 +133,7 @@ BAD_INPUTS: list[tuple[object, str, Callable[[dict[str, object]], bool]]] = [
 async def test_bad_input_gets_error_and_stays_open(
     gw: RunningGateway,
     pub: Publisher,
-    frame: object,
+    frame: Frame | str,
     code: str,
     check: Callable[[dict[str, object]], bool],
 ) -> None:
@@ -141,7 +141,7 @@ async def test_bad_input_gets_error_and_stays_open(
     await pub.start_session("s")
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello(["session_subscriptions"])
-        await c.send(frame)  # type: ignore[arg-type]
+        await c.send(frame)
         err = await c.expect("error")
         assert err["code"] == code and isinstance(err["message"], str) and check(err)
         assert isinstance(err["seqId"], int)

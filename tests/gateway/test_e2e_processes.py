@@ -35,7 +35,7 @@ async def wait_session(c: WsClient, sid: str) -> dict[str, Any]:
     while True:
         await c.send({"type": "list_sessions"})
         s = await c.expect("sessions")
-        found = [x for x in s["sessions"] if x["id"] == sid]
+        found: list[dict[str, Any]] = [x for x in s["sessions"] if x["id"] == sid]
         if found:
             return found[0]
         if loop.time() > deadline:

@@ -98,6 +98,8 @@ fuzz_frame = st.one_of(
 class Bystander(threading.Thread):
     """Watches the session from its own connection and keeps the user texts it receives."""
 
+    closed_with: int | None
+
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url, self.texts, self.closed_with = url, list[str](), None

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import redis.asyncio as aioredis
 
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
-from tests.support.gateway_client import FULL, WsClient
+from tests.support.collector_records import Entries
+from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
 
 
-def texts(frames: list[dict[str, object]]) -> list[str]:
-    return [f["event"]["blocks"][0]["text"] for f in frames]  # type: ignore[index]
+def texts(frames: list[Frame]) -> list[str]:
+    return [f["event"]["blocks"][0]["text"] for f in frames]
 
 
 async def test_replay_during_append_race(settings: Settings, pub: Publisher) -> None:
@@ -37,7 +39,7 @@ async def test_replay_during_append_race(settings: Settings, pub: Publisher) -> 
         await task
         try:
             for c in clients:
-                await c.until(lambda r, c=c: c.n_events >= total, 60)
+                await c.until(lambda r: c.n_events >= total, 60)  # noqa: B023  # awaited before the loop moves on
                 await c.send({"type": "list_sessions"})
                 await c.expect("sessions")  # anything duplicated would have arrived before this
         finally:
@@ -110,7 +112,7 @@ async def test_gap_on_trimmed_log(gw: RunningGateway, rclient: aioredis.Redis, k
     await small.start_session("s1")
     for _ in range(10):
         await small.events("s1", [f"e{i}" for i in range(50)])
-    oldest = int((await rclient.xrange(keys.log, count=1))[0][0].split(b"-")[0])
+    oldest = int(cast(Entries, await rclient.xrange(keys.log, count=1))[0][0].split(b"-")[0])
     assert oldest > 10
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello([], lastSeqId=5)
@@ -148,7 +150,9 @@ async def test_gap_on_trimmed_session_stream(
     await small.start_session("s1")
     for _ in range(10):
         await small.events("s1", [str(i) for i in range(20)])
-    first = int((await rclient.xrange(keys.session_events("s1"), count=1))[0][0].split(b"-")[0])
+    first = int(
+        cast(Entries, await rclient.xrange(keys.session_events("s1"), count=1))[0][0].split(b"-")[0]
+    )
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello(["session_subscriptions"])
         await c.send({"type": "watch_session", "sessionId": "s1", "sinceSeqId": 3})

@@ -6,14 +6,14 @@ import redis.asyncio as aioredis
 
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
-from tests.support.gateway_client import WsClient
+from tests.support.gateway_client import Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.wait import wait_for
 
 
-def texts(frames: list[dict[str, object]]) -> list[str]:
-    return [f["event"]["blocks"][0]["text"] for f in frames]  # type: ignore[index]
+def texts(frames: list[Frame]) -> list[str]:
+    return [f["event"]["blocks"][0]["text"] for f in frames]
 
 
 async def test_v1_client_resumes_with_last_seq_id_in_url(

@@ -72,7 +72,7 @@ async def test_storm_reads_each_page_once(
         clients = await asyncio.gather(*(resume(g.ws, cut.last_seq) for _ in range(CLIENTS)))
         try:
             for c in clients:
-                await c.until(lambda _, c=c: c.n_events >= MISSED, 30)
+                await c.until(lambda _: c.n_events >= MISSED, 30)  # noqa: B023  # awaited before the loop moves on
                 await c.send({"type": "list_sessions"})
                 await c.expect("sessions")  # anything duplicated would have arrived before it
             reads = await xrange_calls(client) - before
@@ -114,7 +114,7 @@ async def test_storm_with_live_writes_is_exact(
         await task
         try:
             for c in clients:
-                await c.until(lambda _, c=c: c.n_events >= total, 30)
+                await c.until(lambda _: c.n_events >= total, 30)  # noqa: B023  # awaited before the loop moves on
                 await c.send({"type": "list_sessions"})
                 await c.expect("sessions")
         finally:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import httpx
 import orjson
@@ -16,7 +17,8 @@ from websockets.exceptions import ConnectionClosed
 
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
-from tests.support.gateway_client import FULL, WsClient
+from tests.support.collector_records import Entries
+from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc, running_gateway
 from tests.support.servers import RedisServer
@@ -77,7 +79,7 @@ async def test_slow_consumer_cut_off_fast_one_unaffected(
                 assert [e["sessionSeq"] for e in fast.events()] == list(range(1, total + 1))
             name = "relaybus_gateway_slow_consumer_disconnects_total"
             await wait_for(lambda: equals(metric_value(g.http, name), 1.0))
-            seen: list[dict[str, object]] = []
+            seen: list[Frame] = []
             try:
                 while True:
                     frame = orjson.loads(await asyncio.wait_for(slow.recv(), 20))
@@ -88,7 +90,7 @@ async def test_slow_consumer_cut_off_fast_one_unaffected(
             assert len(seen) < total
             async with WsClient(g.ws, token="full-token") as again:
                 await again.hello(["session_subscriptions"])
-                since = max((int(f["seqId"]) for f in seen), default=0)  # type: ignore[call-overload]
+                since = max((int(f["seqId"]) for f in seen), default=0)
                 await again.send({"type": "watch_session", "sessionId": "s1", "sinceSeqId": since})
                 await again.until(lambda _: len(seen) + again.n_events >= total, 60)
             qseqs = [f["sessionSeq"] for f in seen] + [e["sessionSeq"] for e in again.events()]
@@ -309,10 +311,10 @@ async def test_rewound_log_after_reconnect(
             old_head = g.runtime.hub.position
             # The "replica" had only the first entries: rebuild the log as it would find it.
             for stream in (keys.log, keys.session_events("s1")):
-                entries = await client.xrange(stream, max=f"{kept}-0")
+                entries = cast(Entries, await client.xrange(stream, max=f"{kept}-0"))
                 await client.delete(stream)
                 for eid, fields in entries:
-                    await client.xadd(stream, fields, id=eid)
+                    await client.xadd(stream, fields, id=eid)  # type: ignore[arg-type]  # redis-py: invariant dict of its EncodableT
             await client.set(keys.seq, kept)
             await client.client_kill_filter(_type="normal")  # the gateway reconnects
             await pub.events("s1", [f"b{i}" for i in range(3)])

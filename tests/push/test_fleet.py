@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
@@ -82,14 +83,16 @@ async def test_one_push_per_event_across_gateways_and_a_sigkill(
             await wait_for(first_everywhere, what="the first event at every receiver")
             # the gateway sending the event that arrived first is waiting for its answers
             arrived = seqs[push_service.of("phone")[0].payload["sessionId"]]
-            pending = await admin.xpending_range(keys.log, "push", min="-", max="+", count=100)
+            pending: list[dict[str, Any]] = await admin.xpending_range(
+                keys.log, "push", min="-", max="+", count=100
+            )
             [sender] = [
                 p["consumer"].decode() for p in pending if p["message_id"].decode() == arrived
             ]
             gws[sender].kill()
 
             async def taken_over() -> bool:
-                return (await admin.xpending(keys.log, "push"))["pending"] == 0
+                return int((await admin.xpending(keys.log, "push"))["pending"]) == 0
 
             await wait_for(taken_over, what="the dead gateway's entries taken over", timeout_s=30)
             await asyncio.sleep(2.0)  # > claim idle + a reader block: a duplicate would have come
@@ -97,7 +100,8 @@ async def test_one_push_per_event_across_gateways_and_a_sigkill(
             session_of = {seq.split("-")[0]: sid for sid, seq in seqs.items()}
             cut: dict[str, set[str]] = {"ntfy": set(), "hook": set(), "phone": set()}
             async for key in admin.scan_iter(match=f"{keys.prefix}push:done:*"):
-                if (await admin.get(key) or b"").decode() == sender:
+                assert isinstance(key, bytes)
+                if await admin.get(key) == sender.encode():
                     event, target = key.decode().split("push:done:", 1)[1].split(":", 2)[::2]
                     kind = "ntfy" if "ntfy" in target else "hook" if "json" in target else "phone"
                     cut[kind].add(session_of[event])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import cast
 
 import httpx
 import redis.asyncio as aioredis
@@ -13,6 +14,7 @@ from relaybus.shared.store.keys import Keys
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import HookStarter, hook_input, session_with_tool
+from tests.support.collector_records import Entries
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.push_service import Accepted, PushServiceStandIn
@@ -69,7 +71,9 @@ async def test_permission_request_is_pushed_and_approve_lets_the_hook_proceed(
         )
         [push] = await _wait(push_service, "phone", 1)
         [(_, fields)] = [
-            e for e in await admin.xrange(keys.log) if e[1][b"k"] == b"permission_request"
+            e
+            for e in cast(Entries, await admin.xrange(keys.log))
+            if e[1][b"k"] == b"permission_request"
         ]
         took_s = push.at - int(fields[b"t"]) / 1000
         assert took_s < 1.0, f"request in the log → push accepted took {took_s:.3f} s"

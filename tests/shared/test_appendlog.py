@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import cast
+
 import orjson
 import pytest
 import redis.asyncio as aioredis
@@ -16,6 +19,7 @@ from relaybus.shared.store.appendlog import (
 from relaybus.shared.store.connection import ensure_epoch
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire import frames
+from tests.support.collector_records import Entries
 from tests.support.servers import RedisServer
 
 
@@ -27,7 +31,7 @@ def ev(text: str) -> OutEvent:
 
 
 @pytest.fixture
-async def client(each_server: RedisServer) -> aioredis.Redis:
+async def client(each_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
     c = aioredis.Redis.from_url(each_server.url)
     yield c
     await c.aclose()
@@ -48,13 +52,13 @@ async def test_batch_gets_contiguous_seq_and_session_seq(
     batch = AppendBatch("s1", [ev("a"), turn, ev("b")], "f.jsonl", "", "10:1:2", activity_ms=5)
     res = await app.append(batch, epoch=epoch, stamp_ms=7)
     assert (res.first_seq, res.last_seq, res.last_session_seq, res.gen) == (1, 3, 2, 0)
-    log = await client.xrange(keys.log)
+    log = cast(Entries, await client.xrange(keys.log))
     assert [e[0] for e in log] == [b"1-0", b"2-0", b"3-0"]
     frames_ = [orjson.loads(e[1][b"f"]) for e in log]
     assert [f.get("sessionSeq") for f in frames_] == [1, None, 2]
     assert [f["seqId"] for f in frames_] == [1, 2, 3]
     assert log[0][1][b"s"] == b"s1" and log[0][1][b"t"] == b"7"
-    sess = await client.xrange(keys.session_events("s1"))
+    sess = cast(Entries, await client.xrange(keys.session_events("s1")))
     assert [e[0] for e in sess] == [b"1-0", b"3-0"]
     assert await client.hget(keys.offsets("h1"), "f.jsonl") == b"10:1:2"
     assert await client.hget(keys.session("s1"), "lastSeqId") == b"3"
@@ -103,7 +107,7 @@ async def test_trimming_and_ttl(client: aioredis.Redis, keys: Keys) -> None:
     assert await client.get(keys.seq) == b"600"
     assert 100 <= await client.xlen(keys.log) < 600
     assert 10 <= await client.xlen(keys.session_events("s1")) < 600
-    last = await client.xrevrange(keys.log, count=1)
+    last = cast(Entries, await client.xrevrange(keys.log, count=1))
     assert last[0][0] == b"600-0"
     assert 0 < await client.ttl(keys.session_events("s1")) <= 50
     assert 0 < await client.ttl(keys.session("s1")) <= 50

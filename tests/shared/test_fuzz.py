@@ -10,8 +10,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relaybus.gateway.protocol import ErrorCode, ProtocolError, parse_client_frame
+from relaybus.gateway.protocol import ProtocolError, parse_client_frame
 from relaybus.shared.transcript.projection import project_line
+from relaybus.shared.wire.errors import ErrorCode
 from tests.support.fuzz import json_values
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"

@@ -72,17 +72,17 @@ def test_real_cli_print_run_publishes_content_only() -> None:
 
 def test_agent_id_is_lifted_onto_the_agent_tool_result() -> None:
     """The Agent call's tool_result names the sub-agent; its events carry the same agentId."""
-    results = [r for _, r in _project(PRINT_TOOLS) if r.event]
+    events = [r.event for _, r in _project(PRINT_TOOLS) if r.event]
     tools = {
         b["toolUseId"]: b["name"]
-        for r in results
-        for b in r.event["blocks"]  # type: ignore[index]
+        for event in events
+        for b in event["blocks"]
         if b["kind"] == "tool"
     }
     agent_results = [
         b
-        for r in results
-        for b in r.event["blocks"]  # type: ignore[index]
+        for event in events
+        for b in event["blocks"]
         if b["kind"] == "tool_result" and tools.get(b["toolUseId"]) == "Agent"
     ]
     assert [b["agentId"] for b in agent_results] == ["aea44ec78cd97dba1"]

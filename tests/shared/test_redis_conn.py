@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import redis.asyncio as aioredis
 
@@ -24,11 +25,12 @@ async def test_commands_beyond_the_pool_size_wait_instead_of_failing(
     key = f"{namespace}:queue"
     n = POOL + 30
     try:
-        pops = [asyncio.create_task(client.blpop([key], timeout=5)) for _ in range(n)]
+        pops = [asyncio.ensure_future(client.blpop([key], timeout=5)) for _ in range(n)]
         await asyncio.sleep(0.3)  # the first POOL hold every connection, blocked in Redis
         assert not any(t.done() for t in pops)
         await other.rpush(key, *range(n))
-        got = await asyncio.gather(*pops)
+        # all n were pushed: none of the BLPOPs times out (nil), each answers [key, value]
+        got = cast(list[tuple[bytes, bytes]], await asyncio.gather(*pops))
         assert sorted(int(v) for _k, v in got) == list(range(n))
     finally:
         await client.aclose()

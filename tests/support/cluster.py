@@ -96,10 +96,10 @@ class ClusterRig:
         src, dst = self.node(from_port), self.node(to_port)
         moved = 0
         try:
-            dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", self.node_id(from_port))
-            src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", self.node_id(to_port))
-            while keys := src.execute_command("CLUSTER GETKEYSINSLOT", slot, 1):
-                src.execute_command("MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys)
+            dst.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", self.node_id(from_port))  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            src.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", self.node_id(to_port))  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            while keys := src.execute_command("CLUSTER GETKEYSINSLOT", slot, 1):  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                src.execute_command("MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
                 moved += len(keys)
                 time.sleep(pause_s)
             target = self.node_id(to_port)

@@ -88,7 +88,7 @@ def append(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def frames_of(client: redis.Redis, key: str) -> list[dict[str, Any]]:
+def frames_of(client: redis.Redis | redis.RedisCluster, key: str) -> list[dict[str, Any]]:
     """Every frame of a stream, decoded, with the entry id checked against seqId."""
     out = []
     for entry_id, fields in cast(Entries, client.xrange(key)):
@@ -98,7 +98,7 @@ def frames_of(client: redis.Redis, key: str) -> list[dict[str, Any]]:
     return out
 
 
-def session_texts(client: redis.Redis, keys: Keys, sid: str) -> list[str]:
+def session_texts(client: redis.Redis | redis.RedisCluster, keys: Keys, sid: str) -> list[str]:
     """The first text block of every session_event of a session, in stream order."""
     texts = []
     for f in frames_of(client, keys.session_events(sid)):

@@ -44,4 +44,4 @@ def set_acl_users(admin: redis.Redis, namespace: str, passwords: dict[str, str])
         if words[1] == "default":
             continue
         admin.acl_setuser(words[1], reset=True)
-        admin.execute_command("ACL", "SETUSER", *words[1:])
+        admin.execute_command("ACL", "SETUSER", *words[1:])  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated

@@ -6,11 +6,33 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
+async def wait_for(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    timeout_s: float = ...,
+    interval_s: float = ...,
+    what: str = ...,
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    probe: Callable[[], T | None],
+    *,
+    timeout_s: float = ...,
+    interval_s: float = ...,
+    what: str = ...,
+) -> T: ...
+
+
+# Overloads, not one union parameter: given ``Callable[[], Awaitable[T | None] | T | None]``
+# mypy cannot tell which arm an async probe matches and infers T = None.
 async def wait_for(
     probe: Callable[[], Awaitable[T | None] | T | None],
     *,
