@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from typing import Final
 
 IN_MODIFY: Final = 0x00000002
-IN_ATTRIB: Final = 0x00000004
-IN_CLOSE_WRITE: Final = 0x00000008
 IN_MOVED_FROM: Final = 0x00000040
 IN_MOVED_TO: Final = 0x00000080
 IN_CREATE: Final = 0x00000100
@@ -34,12 +32,12 @@ IN_ISDIR: Final = 0x40000000
 IN_NONBLOCK: Final = os.O_NONBLOCK
 IN_CLOEXEC: Final = os.O_CLOEXEC
 
-#: What a watched directory reports: its files written, made, removed, renamed in or out
-#: (an atomic replace is a rename in), and its own removal.
+#: What a watched directory reports: its files written (a truncation too), made, removed,
+#: renamed in or out (an atomic replace is a rename in), and its own removal. Not a close
+#: after writing nor a change of attributes: neither changes what is read, and each would
+#: be one more wake-up per append.
 DIR_EVENTS: Final = (
     IN_MODIFY
-    | IN_ATTRIB
-    | IN_CLOSE_WRITE
     | IN_MOVED_FROM
     | IN_MOVED_TO
     | IN_CREATE
