@@ -37,13 +37,7 @@ IN_CLOEXEC: Final = os.O_CLOEXEC
 #: after writing nor a change of attributes: neither changes what is read, and each would
 #: be one more wake-up per append.
 DIR_EVENTS: Final = (
-    IN_MODIFY
-    | IN_MOVED_FROM
-    | IN_MOVED_TO
-    | IN_CREATE
-    | IN_DELETE
-    | IN_DELETE_SELF
-    | IN_MOVE_SELF
+    IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
 )
 
 _HEADER = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then name)
