@@ -22,7 +22,8 @@ from relaybus.collector.heartbeat import beat
 from relaybus.collector.history import HistoryRequests
 from relaybus.collector.metrics import CollectorMetrics, metrics_server
 from relaybus.collector.publisher import Publisher
-from relaybus.collector.watcher import Wake, rescan, watch
+from relaybus.collector.wake import Wake
+from relaybus.collector.watcher import rescan, watch
 from relaybus.shared.aio import Backoff, sleep_unless, supervise
 from relaybus.shared.preflight import StartupError, collector_dirs
 from relaybus.shared.settings import Settings
@@ -163,7 +164,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         "engine": lambda: drive(engine, wake, stop, metrics),
         "commands": lambda: commands.run(stop),
         "approvals": lambda: approvals.serve(stop),
-        "watcher": lambda: watch(wake, dirs, stop, step_ms=settings.watch_step_ms),
+        "watcher": lambda: watch(
+            wake, dirs, stop, step_ms=settings.watch_step_ms, backend=settings.watch_backend
+        ),
         "rescan": lambda: rescan(wake, stop, interval_s=RESCAN_S),
         "heartbeat": lambda: heartbeat(client, settings, stop),
     }

@@ -1,15 +1,15 @@
-"""File-system wake-ups: watchfiles on the transcripts and live-process files, plus a rescan.
+"""File-system wake-ups for the engine: a watch backend on the Claude dir, plus a rescan.
 
-watchfiles' defaults group changes for up to 1.6 s and wait 50 ms of quiet; here the
-quiet step is ``settings.watch_step_ms`` (1 ms by default) so an append wakes the
-collector within a few ms. A periodic rescan catches anything the notifier missed
-(overflowed event queues, say).
+Two backends feed the same :class:`~relaybus.collector.wake.Wake`, over the same
+directories (:mod:`relaybus.collector.watch_tree`), following directories made or removed
+while running and asking for a rescan when the set changed:
 
-Only the real directories of :data:`LAYOUT` are watched, one by one and never through a
-symlink: watchfiles' recursive mode follows symlinked directories, so a ``projects/x -> /``
-would have it walk and watch the whole file system (the user's inotify watches, CPU and
-events) though nothing there is ever read. A directory created while running is watched
-as soon as its creation is reported.
+* ``inotify`` (Linux, :mod:`relaybus.collector.watch_inotify`): the kernel's events read
+  on the event loop the moment they are queued; the default where it works.
+* ``watchfiles`` (everywhere else): its Rust notifier in a thread of its own, reporting a
+  change after ``settings.watch_step_ms`` of quiet (1 ms by default; ~2 ms in practice).
+
+A periodic rescan catches anything a notifier missed (overflowed event queues, say).
 """
 
 from __future__ import annotations
@@ -25,109 +25,15 @@ from pathlib import Path
 from watchfiles import Change
 from watchfiles._rust_notify import RustNotify
 
+from relaybus.collector.inotify import Unavailable
+from relaybus.collector.wake import Wake
+from relaybus.collector.watch_inotify import watch_inotify
+from relaybus.collector.watch_tree import SETTLE_TRIES, TREE_CHECK_MS, watched_dirs
 from relaybus.shared.aio import sleep_unless
 
 log = logging.getLogger(__name__)
 
 DEBOUNCE_MS = 50
-
-
-class Wake:
-    """What changed since the engine last looked; ``event`` is set when anything did."""
-
-    def __init__(self, claude_dir: Path) -> None:
-        self.claude_dir = Path(os.path.abspath(claude_dir))
-        self.sessions_dir = self.claude_dir / "sessions"
-        self.paths: set[Path] = set()
-        self.processes = False
-        self.rescan = False
-        self.event = asyncio.Event()
-
-    def add(self, paths: set[Path]) -> None:
-        for p in paths:
-            if p.suffix == ".jsonl":
-                self.paths.add(p)
-            elif p.suffix == ".json" and p.parent == self.sessions_dir:
-                self.processes = True
-        if self.paths or self.processes:
-            self.event.set()
-
-    def request_rescan(self) -> None:
-        self.rescan = True
-        self.event.set()
-
-    def take(self) -> tuple[set[Path], bool, bool]:
-        """The pending (paths, processes changed, rescan wanted), cleared."""
-        out = (self.paths, self.processes, self.rescan)
-        self.paths, self.processes, self.rescan = set(), False, False
-        self.event.clear()
-        return out
-
-    async def wait(self, timeout_s: float) -> None:
-        # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the wait in a task of its
-        # own, one more event-loop turn between a change and the engine.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await self.event.wait()
-
-
-#: The directories watched, relative to the Claude dir (``*``: any name): where transcripts
-#: and live-process files are, and the ones that lead there. Nothing deeper, nothing else.
-LAYOUT: tuple[tuple[str, ...], ...] = (
-    ("projects",),
-    ("projects", "*"),
-    ("projects", "*", "*"),
-    ("projects", "*", "*", "subagents"),
-    ("sessions",),
-)
-#: How often the watch compares the directory tree with what it watches, without events.
-TREE_CHECK_MS = 5000
-#: Times the watch is set up again while the tree keeps changing under it before it settles
-#: for what it has (the next tree check catches up).
-SETTLE_TRIES = 5
-
-
-def _in_layout(rel: tuple[str, ...]) -> bool:
-    return any(
-        len(pat) == len(rel) and all(p in ("*", r) for p, r in zip(pat, rel, strict=True))
-        for pat in LAYOUT
-    )
-
-
-def watched_dirs(claude_dir: Path, roots: list[Path]) -> dict[Path, int]:
-    """The directories to watch, each with its inode: every root, and below them the real
-    (never symlinked) directories of :data:`LAYOUT`. A symlinked root is watched, not
-    entered: what is behind it is outside the Claude dir and never read."""
-    claude = Path(os.path.abspath(claude_dir))
-    found: dict[Path, int] = {}
-
-    def visit(d: Path, rel: tuple[str, ...], inode: int) -> None:
-        try:
-            with os.scandir(d) as it:
-                subs = [
-                    (Path(e.path), (*rel, e.name), e.inode())
-                    for e in it
-                    if _in_layout((*rel, e.name)) and e.is_dir(follow_symlinks=False)
-                ]
-        except OSError:
-            return  # gone already, or unreadable: nothing to watch there
-        found[d] = inode
-        for sub in subs:
-            visit(*sub)
-
-    for root in roots:
-        root = Path(os.path.abspath(root))
-        try:
-            inode = root.stat().st_ino
-        except OSError:
-            continue
-        if root == claude:
-            visit(root, (), inode)
-        elif root.is_symlink() or not root.is_relative_to(claude):
-            found[root] = inode
-        else:
-            visit(root, root.relative_to(claude).parts, inode)
-    return found
 
 
 class _Until:
@@ -164,11 +70,17 @@ def _open(
     raise AssertionError("unreachable")
 
 
+def _watched_gone(changes: set[tuple[int, str]], targets: dict[Path, int]) -> bool:
+    """Whether a watched directory was removed (one made in its place may reuse its inode
+    number: comparing the tree would not tell)."""
+    return any(change == Change.deleted and Path(path) in targets for change, path in changes)
+
+
 def _tree_touched(changes: set[tuple[int, str]], targets: dict[Path, int]) -> bool:
     """Whether ``changes`` may have added or removed a directory to watch."""
+    if _watched_gone(changes, targets):
+        return True
     for change, path in changes:
-        if change == Change.deleted and Path(path) in targets:
-            return True
         if change == Change.added:
             with contextlib.suppress(OSError):
                 if stat.S_ISDIR(os.lstat(path).st_mode):
@@ -176,7 +88,28 @@ def _tree_touched(changes: set[tuple[int, str]], targets: dict[Path, int]) -> bo
     return False
 
 
-async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: int) -> None:
+async def watch(
+    wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: int, backend: str = "auto"
+) -> None:
+    """Feed ``wake`` until ``stop`` is set: from inotify (``backend`` ``auto`` where it
+    works, or ``inotify``), else from watchfiles."""
+    for d in dirs:  # a restart after someone removed one recreates it
+        with contextlib.suppress(OSError):  # a read-only mount: the error below names it
+            d.mkdir(parents=True, exist_ok=True)
+    if backend in ("auto", "inotify"):
+        try:
+            await watch_inotify(wake, dirs, stop)
+            return
+        except Unavailable as exc:
+            if backend == "inotify":
+                raise
+            log.info("inotify unavailable (%s): watching with watchfiles", exc)
+    await watch_watchfiles(wake, dirs, stop, step_ms=step_ms)
+
+
+async def watch_watchfiles(
+    wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: int
+) -> None:
     """Feed ``wake`` from watchfiles until ``stop`` is set.
 
     Each directory of :func:`watched_dirs` is watched on its own, non-recursively: a
@@ -187,9 +120,6 @@ async def watch(wake: Wake, dirs: list[Path], stop: asyncio.Event, *, step_ms: i
     """
     # watchfiles logs every change batch at INFO: one line per transcript line here.
     logging.getLogger("watchfiles.main").setLevel(logging.WARNING)
-    for d in dirs:  # a restart after someone removed one recreates it
-        with contextlib.suppress(OSError):  # a read-only mount: the error below names it
-            d.mkdir(parents=True, exist_ok=True)
     # Its own thread: the watch blocks one for good, and must not wait behind the engine's.
     pool = ThreadPoolExecutor(1, thread_name_prefix="watcher")
     try:
@@ -206,7 +136,7 @@ async def _watch(
     targets = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
     notify, targets = await loop.run_in_executor(pool, _open, claude, dirs, targets)
     log.info(
-        "watching %s: %d directories (step %d ms)",
+        "watching %s with watchfiles: %d directories (step %d ms)",
         ", ".join(str(d) for d in dirs),
         len(targets),
         step_ms,
@@ -231,7 +161,7 @@ async def _watch(
             if raw != "timeout" and not _tree_touched(changes, targets):
                 continue
             now = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
-            if now != targets:
+            if now != targets or _watched_gone(changes, targets):
                 new, targets = await loop.run_in_executor(pool, _open, claude, dirs, now)
                 notify.close()
                 notify = new

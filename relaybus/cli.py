@@ -50,6 +50,7 @@ COLLECTOR_FIELDS = [
     "batch_max_lines",
     "max_line_bytes",
     "data_max_bytes",
+    "watch_backend",
     "watch_step_ms",
     "redis_wait_replicas",
     "redis_wait_timeout_ms",

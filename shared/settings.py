@@ -243,11 +243,17 @@ class Settings(BaseSettings):
         le=64 * 1024 * 1024,
         description="raw line sent as event.data up to this size (a stand-in above)",
     )
+    watch_backend: Literal["auto", "inotify", "watchfiles"] = Field(
+        default="auto",
+        description="file watching: inotify on the event loop (Linux), watchfiles, or auto "
+        "(inotify where it works, else watchfiles)",
+    )
     watch_step_ms: int = Field(
         default=1,
         ge=1,
         le=1000,
-        description="watchfiles polling step; small values give millisecond wake-ups",
+        description="watchfiles polling step (watchfiles backend only); small values give "
+        "millisecond wake-ups",
     )
 
     # --- gateway ----------------------------------------------------------------------

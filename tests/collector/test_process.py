@@ -73,7 +73,15 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(
     server = each_server
     client = server.client()
     path = transcript(claude_dir, "crash")
-    proc = proc_for(server, namespace, claude_dir, RELAYBUS_BATCH_MAX_LINES="7")
+    # The writer writes as long as the kills take (longer on a loaded machine): a session
+    # stream trimmed at the default 2,000 entries would hide the first lines from the check.
+    proc = proc_for(
+        server,
+        namespace,
+        claude_dir,
+        RELAYBUS_BATCH_MAX_LINES="7",
+        RELAYBUS_SESSION_MAXLEN="1000000",
+    )
     written = [0]
     stop_writing = threading.Event()
 

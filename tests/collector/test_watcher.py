@@ -1,13 +1,20 @@
-"""Wake-ups: watchfiles reports transcript appends and live-process files; rescans on demand."""
+"""Wake-ups: both watch backends (inotify, watchfiles) report transcript appends and
+live-process files and follow the directory tree; rescans on demand."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import shutil
 import time
 from pathlib import Path
 
-from relaybus.collector.watcher import Wake, rescan, watch, watched_dirs
+import pytest
+
+from relaybus.collector.wake import Wake
+from relaybus.collector.watch_tree import watched_dirs
+from relaybus.collector.watcher import rescan, watch
 from tests.support.collector_records import append, transcript, user_line
 
 
@@ -25,12 +32,23 @@ def test_wake_sorts_changes_by_kind(claude_dir: Path) -> None:
     assert not wake.event.is_set()
 
 
-async def test_watch_reports_appends_and_process_files(claude_dir: Path) -> None:
+MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
+BACKENDS = pytest.mark.parametrize("backend", ["inotify", "watchfiles"])
+
+
+@BACKENDS
+async def test_watch_reports_appends_and_process_files(claude_dir: Path, backend: str) -> None:
     """An append to a transcript in a new project folder and a process file both wake the engine."""
     wake = Wake(claude_dir)
     stop = asyncio.Event()
     task = asyncio.create_task(
-        watch(wake, [claude_dir / "projects", claude_dir / "sessions"], stop, step_ms=1)
+        watch(
+            wake,
+            [claude_dir / "projects", claude_dir / "sessions"],
+            stop,
+            step_ms=1,
+            backend=backend,
+        )
     )
     try:
         path = transcript(claude_dir, "w1", project="-new-project")
@@ -83,8 +101,9 @@ def test_watched_dirs_are_the_real_layout_directories_only(
     assert set(linked_root) == {projects / "-linked"}  # watched, never entered
 
 
+@BACKENDS
 async def test_watch_follows_new_dirs_at_once_and_never_symlinked_ones(
-    claude_dir: Path, tmp_path: Path
+    claude_dir: Path, tmp_path: Path, backend: str
 ) -> None:
     """A project and sub-agent dir made while running are watched; a symlinked tree never is."""
     outside = tmp_path / "outside"
@@ -93,7 +112,9 @@ async def test_watch_follows_new_dirs_at_once_and_never_symlinked_ones(
     first = transcript(claude_dir, "w4", project="-first")
     wake = Wake(claude_dir)
     stop = asyncio.Event()
-    task = asyncio.create_task(watch(wake, [claude_dir / "projects"], stop, step_ms=1))
+    task = asyncio.create_task(
+        watch(wake, [claude_dir / "projects"], stop, step_ms=1, backend=backend)
+    )
     seen: set[Path] = set()
     rescans = 0
 
@@ -135,6 +156,88 @@ async def test_watch_follows_new_dirs_at_once_and_never_symlinked_ones(
         took = await until_reported(agent, "two", once=True)  # written once: watched now
         assert took < 5, took
         assert all("-linked" not in str(p) and outside not in p.parents for p in seen), seen
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def _reported(wake: Wake, path: Path, write: str, sid: str) -> None:
+    """Append to ``path`` until the watch reports it (the watch may still be settling)."""
+    async with asyncio.timeout(30):
+        while True:
+            append(path, user_line(sid, write))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.event.wait(), 0.5)
+            if path in wake.take()[0]:
+                return
+
+
+@BACKENDS
+async def test_a_project_dir_removed_and_made_again_is_watched_again(
+    claude_dir: Path, backend: str
+) -> None:
+    """Removing a watched directory drops its watch; the one made in its place (a new inode)
+    is watched again, and a rescan covers what was written before that."""
+    wake = Wake(claude_dir)
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        watch(wake, [claude_dir / "projects"], stop, step_ms=1, backend=backend)
+    )
+    try:
+        path = transcript(claude_dir, "r1", project="-again")
+        await _reported(wake, path, "before", "r1")
+        shutil.rmtree(path.parent)
+        path = transcript(claude_dir, "r1", project="-again")
+        async with asyncio.timeout(30):  # the new directory is noticed: a rescan is asked
+            while not wake.take()[2]:
+                await wake.event.wait()
+        wake.take()
+        append(path, user_line("r1", "after"))  # once: the new directory is watched now
+        async with asyncio.timeout(10):
+            while path not in wake.take()[0]:
+                await wake.event.wait()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_inotify_queue_overflow_asks_for_a_rescan(claude_dir: Path) -> None:
+    """More events than the kernel queues while the loop is busy: the overflow is not a
+    silent loss, the engine is asked to look at everything again."""
+    limit = int(MAX_QUEUED.read_text())  # noqa: ASYNC240 - a /proc file, read at once
+    wake = Wake(claude_dir)
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        watch(wake, [claude_dir / "projects"], stop, step_ms=1, backend="inotify")
+    )
+    try:
+        path = transcript(claude_dir, "q1", project="-flood")
+        await _reported(wake, path, "up", "q1")
+        other = path.with_name("q2.jsonl")
+        with path.open("a") as a, other.open("a") as b:  # no await: the loop reads nothing
+            for i in range(limit // 2 + 100):  # alternating: equal events in a row coalesce
+                for f in (a, b):
+                    f.write(f"{i}\n")
+                    f.flush()
+        async with asyncio.timeout(30):
+            while not wake.take()[2]:
+                await wake.event.wait()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_auto_watches_with_inotify_on_linux(
+    claude_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``auto`` takes inotify where the kernel has it (here: the tests run on Linux)."""
+    caplog.set_level(logging.INFO, logger="relaybus.collector")
+    wake = Wake(claude_dir)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watch(wake, [claude_dir / "projects"], stop, step_ms=1))
+    try:
+        await _reported(wake, transcript(claude_dir, "a1", project="-auto"), "x", "a1")
+        assert any("with inotify" in r.getMessage() for r in caplog.records), caplog.text
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
