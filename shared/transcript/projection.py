@@ -79,6 +79,8 @@ import orjson
 from relaybus.shared.transcript.blocks import Cutter
 from relaybus.shared.transcript.records import (
     COMPACTION_AGENT_PREFIX,
+    TERMINAL_STOPS,
+    TITLE_FIELDS,
     add_extras,
     build_blocks,
     classify,
@@ -199,11 +201,7 @@ def project_line(
     if not isinstance(rtype, str) or not rtype:
         rtype = "unknown"
     key, text = classify(rtype, rec)
-    rule = RULES.get(key)
-    if rule is None:
-        # A refined key falls back to its type, except a system subtype nobody knows: that
-        # is published only when it has content, like an unknown type.
-        rule = (None if rtype == "system" else RULES.get(rtype)) or _unknown_rule(key, rec)
+    rule = _rule(rtype, key, rec)
     sidechain = rec.get("isSidechain") is True
     agent_id = _str(rec.get("agentId"))
     turn = None if sidechain else rule.turn
@@ -246,6 +244,92 @@ def project_line(
         False,
         leaf if isinstance(leaf, str) else None,
         _agent_parent(rec) if rtype == "progress" else None,
+    )
+
+
+def _rule(rtype: str, key: str, rec: dict[str, Any]) -> Rule:
+    rule = RULES.get(key)
+    if rule is None:
+        # A refined key falls back to its type, except a system subtype nobody knows: that
+        # is published only when it has content, like an unknown type.
+        rule = (None if rtype == "system" else RULES.get(rtype)) or _unknown_rule(key, rec)
+    return rule
+
+
+class Hint(NamedTuple):
+    """What a line can change besides its own event, told without building the event."""
+
+    #: a main-session turn signal, a title or first-prompt candidate, a warm-up agent's
+    #: first line or a sub-agent link: :func:`project_line` gives facts the collector keeps
+    stateful: bool
+    has_cwd: bool
+    has_entrypoint: bool
+    uuid: str | None
+
+
+_NO_HINT = Hint(False, False, False, None)
+#: A line :func:`hint_line` finds ``stateful`` holds one of these, as JSON.stringify (or
+#: json.dumps) writes it (letters never ``\\u``-escaped): a user record, a turn duration, a
+#: title record, a summary, a sub-agent's progress, a terminal stop as a value (the key
+#: ``"stop_sequence"`` is on every assistant line).
+STATE_MARKERS: tuple[bytes, ...] = tuple(
+    f'"{word}"'.encode()
+    for word in ("user", "turn_duration", "agent_progress", "summary", *TITLE_FIELDS)
+) + tuple(f'{sep}"{stop}"'.encode() for stop in sorted(TERMINAL_STOPS) for sep in (":", ": "))
+
+
+#: How Claude Code opens a tool result's message (its first content item a tool_result).
+TOOL_RESULT_OPENINGS = (
+    b'"role":"user","content":[{"tool_use_id":"',
+    b'"role":"user","content":[{"type":"tool_result"',
+)
+#: Texts beside a tool result that still give a turn signal (``records._classify_user``).
+TOOL_RESULT_TURN_TEXTS = (
+    b'"<command-',
+    b'"<local-command-std',
+    b'"<task-notification>',
+    b'"[Request interrupted by user',
+)
+_NOT_USER = tuple(m for m in STATE_MARKERS if m != b'"user"')
+
+
+def may_be_stateful(raw: bytes) -> bool:
+    """False for a line certainly not :func:`hint_line`'s ``stateful``, without parsing it
+    (a substring search per marker: tens of times cheaper than the parse it saves). A tool
+    result's line is a user record that is stateful only for the texts above."""
+    markers = STATE_MARKERS
+    if any(o in raw for o in TOOL_RESULT_OPENINGS) and not any(
+        t in raw for t in TOOL_RESULT_TURN_TEXTS
+    ):
+        markers = _NOT_USER
+    return any(m in raw for m in markers)
+
+
+def hint_line(raw: bytes) -> Hint:
+    """The :class:`Hint` of a line: one parse and its classification, no blocks (several
+    times cheaper than :func:`project_line`, whose facts it is a superset of)."""
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _NO_HINT
+    if not isinstance(rec, dict):
+        return _NO_HINT
+    rtype = rec.get("type")
+    if not isinstance(rtype, str) or not rtype:
+        rtype = "unknown"
+    key, _text = classify(rtype, rec)
+    rule = _rule(rtype, key, rec)
+    main = rec.get("isSidechain") is not True
+    stateful = (
+        (main and (rule.turn is not None or rule.title_rank is not None))
+        or rule.drop == "warmup"
+        or (rtype == "progress" and _agent_parent(rec) is not None)
+    )
+    return Hint(
+        stateful,
+        bool(_str(rec.get("cwd"))),
+        bool(_str(rec.get("entrypoint"))),
+        _str(rec.get("uuid")),
     )
 
 
