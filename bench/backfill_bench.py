@@ -189,7 +189,7 @@ def main() -> None:
     ).stdout.strip()
     result["current_ref"] = head
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(dir=REPO / "bench") as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         variants: list[tuple[str, Path | None]] = []
         if args.baseline:

@@ -24,6 +24,8 @@ backstop (then any activity line counts) — the file is read and projected whol
 
 from __future__ import annotations
 
+import heapq
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ from relaybus.collector import backfill
 from relaybus.collector.batch_plan import BatchPlan
 from relaybus.collector.projector import Projector
 from relaybus.collector.session_state import SessionState
-from relaybus.collector.tailer import FileTail, Identity, Line
+from relaybus.collector.tailer import FileTail, Identity, Line, open_fd
 from relaybus.shared.transcript import projection
 
 #: Lines and bytes read (and projected) at a time.
@@ -125,24 +127,21 @@ def _split(
     """The lines before ``start`` for the state alone, then the window whole."""
     max_line_bytes = projector.settings.max_line_bytes
     st = plan.state
-    read = projected = 0
-    for lines in _batches(path, ident, 0, start, max_line_bytes):
-        read += len(lines)
-        for ln in lines:
-            if ln.raw is None:
-                continue  # an oversize stand-in: an event, no state
-            if not _worth_a_look(ln.raw, st):
-                continue
-            h = projection.hint_line(ln.raw)
-            if (
-                h.stateful
-                or (h.has_cwd and not st.cwd)
-                or (h.has_entrypoint and not st.entrypoint)
-                or (h.uuid is not None and h.uuid in st.pending_summaries)
-            ):
-                _plan(projector, plan, [ln])  # one at a time: it may change what matters next
-                projected += 1
-    last = start
+    scan = _Scan(path, ident, start, max_line_bytes, st)
+    projected = 0
+    for ln in scan.lines():
+        if ln.raw is None:
+            continue  # an oversize stand-in is an event, no state
+        h = projection.hint_line(ln.raw)
+        if (
+            h.stateful
+            or (h.has_cwd and not st.cwd)
+            or (h.has_entrypoint and not st.entrypoint)
+            or (h.uuid is not None and h.uuid in st.pending_summaries)
+        ):
+            _plan(projector, plan, [ln])  # one at a time: it may change what matters next
+            projected += 1
+    read, last = scan.read, start
     for lines in _batches(path, ident, start, end, max_line_bytes):
         _plan(projector, plan, lines)
         read += len(lines)
@@ -152,14 +151,100 @@ def _split(
     return Read(plan, last, read, projected, start)
 
 
-def _worth_a_look(raw: bytes, st: SessionState) -> bool:
-    """Whether a line before the window may change the state (else it is not even parsed)."""
-    return (
-        projection.may_be_stateful(raw)
-        or (not st.cwd and b'"cwd"' in raw)
-        or (not st.entrypoint and b'"entrypoint"' in raw)
-        or any(leaf.encode() in raw for leaf in st.pending_summaries)
-    )
+class _Scan:
+    """The lines before ``stop`` that may change the state ``st``, in file order.
+
+    Reads :data:`BATCH_BYTES` at a time and searches each chunk whole for the
+    :data:`~relaybus.shared.transcript.projection.STATE_NEEDLES` (plus a cwd or entrypoint
+    still unknown, and the leaf uuids of pending summaries): a line holding none is never
+    split off. ``read`` counts every complete line passed.
+    """
+
+    def __init__(
+        self, path: Path, ident: Identity, stop: int, max_line_bytes: int, st: SessionState
+    ) -> None:
+        self.path, self.ident, self.stop = path, ident, stop
+        self.max_line_bytes = max_line_bytes
+        self.st = st
+        self.read = 0
+
+    def lines(self) -> Iterator[Line]:
+        try:
+            fd, info = open_fd(self.path)
+        except OSError:
+            return
+        try:
+            if Identity.of(info) != self.ident:
+                return
+            pos = 0
+            while pos < self.stop:
+                chunk = os.pread(fd, min(BATCH_BYTES, self.stop - pos), pos)
+                cut = chunk.rfind(b"\n") + 1
+                if cut == 0:  # one line longer than a chunk (or nothing left)
+                    long = FileTail(self.path, self.ident, pos).read(
+                        max_lines=1, max_bytes=1, max_line_bytes=self.max_line_bytes
+                    )
+                    if not long or long[0].end > self.stop:
+                        return
+                    self.read += 1
+                    yield long[0]
+                    pos = long[0].end
+                    continue
+                self.read += chunk.count(b"\n", 0, cut)
+                yield from self._hits(chunk, cut, pos)
+                pos += cut
+        finally:
+            os.close(fd)
+
+    def _hits(self, chunk: bytes, cut: int, base: int) -> Iterator[Line]:
+        """The lines of ``chunk[:cut]`` (at ``base``) worth parsing, in order."""
+        st = self.st
+        heap: list[int] = []
+        #: line start -> (its end, found only by the user word)
+        marks: dict[int, tuple[int, bool]] = {}
+
+        def mark(i: int, user: bool) -> int:
+            s = chunk.rfind(b"\n", 0, i) + 1
+            e = chunk.find(b"\n", i, cut)
+            if s not in marks:
+                heapq.heappush(heap, s)
+                marks[s] = (e, user)
+            elif not user:
+                marks[s] = (e, False)
+            return e + 1
+
+        def find(needle: bytes, frm: int = 0, *, user: bool = False, stop: bool = False) -> None:
+            i = chunk.find(needle, frm, cut)
+            while i >= 0:
+                if stop and not projection.terminal_stop_at(chunk, i + len(needle)):
+                    i = chunk.find(needle, i + 1, cut)
+                    continue
+                i = chunk.find(needle, mark(i, user), cut)
+
+        for word in projection.STATE_WORDS:
+            find(word, user=word == projection.USER_WORD)
+        for opening in projection.STOP_OPENINGS:
+            find(opening, stop=True)
+        if not st.cwd:
+            find(b'"cwd"')
+        if not st.entrypoint:
+            find(b'"entrypoint"')
+        leaves = set(st.pending_summaries)
+        for leaf in leaves:
+            find(leaf.encode())
+        while heap:
+            s = heapq.heappop(heap)
+            e, user_only = marks[s]
+            raw = chunk[s:e]
+            if user_only and projection.plain_tool_result(raw):
+                continue
+            size = e - s
+            yield Line(raw if size <= self.max_line_bytes else None, size, base + e + 1)
+            new = set(st.pending_summaries) - leaves
+            if new:  # a summary just read: its leaf may follow in this chunk
+                leaves |= new
+                for leaf in new:
+                    find(leaf.encode(), e + 1)
 
 
 def _whole(projector: Projector, plan: BatchPlan, path: Path, ident: Identity, end: int) -> Read:

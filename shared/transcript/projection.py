@@ -268,41 +268,57 @@ class Hint(NamedTuple):
 
 
 _NO_HINT = Hint(False, False, False, None)
-#: A line :func:`hint_line` finds ``stateful`` holds one of these, as JSON.stringify (or
-#: json.dumps) writes it (letters never ``\\u``-escaped): a user record, a turn duration, a
-#: title record, a summary, a sub-agent's progress, a terminal stop as a value (the key
-#: ``"stop_sequence"`` is on every assistant line).
-STATE_MARKERS: tuple[bytes, ...] = tuple(
-    f'"{word}"'.encode()
-    for word in ("user", "turn_duration", "agent_progress", "summary", *TITLE_FIELDS)
-) + tuple(f'{sep}"{stop}"'.encode() for stop in sorted(TERMINAL_STOPS) for sep in (":", ": "))
-
-
+#: Quoted words one of which a line :func:`hint_line` finds ``stateful`` holds, as
+#: JSON.stringify (or json.dumps) writes it (letters never ``\\u``-escaped) — unless it is
+#: a terminal assistant line: that one holds a :data:`STOP_OPENINGS` and a terminal stop.
+USER_WORD = b'"user"'
+STATE_WORDS: tuple[bytes, ...] = (
+    USER_WORD,
+    *(f'"{w}"'.encode() for w in ("turn_duration", "agent_progress", "summary", *TITLE_FIELDS)),
+)
+STOP_OPENINGS = (b'"stop_reason":"', b'"stop_reason": "')
+#: What follows a :data:`STOP_OPENINGS` on a terminal assistant line.
+TERMINAL_VALUES = tuple(f'{stop}"'.encode() for stop in sorted(TERMINAL_STOPS))
 #: How Claude Code opens a tool result's message (its first content item a tool_result).
 TOOL_RESULT_OPENINGS = (
     b'"role":"user","content":[{"tool_use_id":"',
     b'"role":"user","content":[{"type":"tool_result"',
 )
-#: Texts beside a tool result that still give a turn signal (``records._classify_user``).
+#: Texts beside a tool result that still make its line stateful (``records._classify_user``).
 TOOL_RESULT_TURN_TEXTS = (
     b'"<command-',
     b'"<local-command-std',
     b'"<task-notification>',
     b'"[Request interrupted by user',
 )
-_NOT_USER = tuple(m for m in STATE_MARKERS if m != b'"user"')
+
+
+def plain_tool_result(raw: bytes) -> bool:
+    """A tool result's line with no command, notification or interrupt text: its
+    :data:`USER_WORD` does not make it stateful."""
+    return any(o in raw for o in TOOL_RESULT_OPENINGS) and not any(
+        t in raw for t in TOOL_RESULT_TURN_TEXTS
+    )
+
+
+def terminal_stop_at(raw: bytes, i: int) -> bool:
+    """A terminal stop follows the :data:`STOP_OPENINGS` that ends at ``i``."""
+    return raw.startswith(TERMINAL_VALUES, i)
 
 
 def may_be_stateful(raw: bytes) -> bool:
-    """False for a line certainly not :func:`hint_line`'s ``stateful``, without parsing it
-    (a substring search per marker: tens of times cheaper than the parse it saves). A tool
-    result's line is a user record that is stateful only for the texts above."""
-    markers = STATE_MARKERS
-    if any(o in raw for o in TOOL_RESULT_OPENINGS) and not any(
-        t in raw for t in TOOL_RESULT_TURN_TEXTS
-    ):
-        markers = _NOT_USER
-    return any(m in raw for m in markers)
+    """False for a line certainly not :func:`hint_line`'s ``stateful``, found without
+    parsing it (substring searches; ``collector.backfill_read`` does the same over a chunk)."""
+    for word in STATE_WORDS:
+        if word in raw and (word != USER_WORD or not plain_tool_result(raw)):
+            return True
+    for opening in STOP_OPENINGS:
+        i = raw.find(opening)
+        while i >= 0:
+            if terminal_stop_at(raw, i + len(opening)):
+                return True
+            i = raw.find(opening, i + 1)
+    return False
 
 
 def hint_line(raw: bytes) -> Hint:
