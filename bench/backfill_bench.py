@@ -15,12 +15,13 @@ publish), peak RSS of the collector (``VmHWM`` of ``/proc/PID/status``), bytes t
 process read (``rchar`` of ``/proc/PID/io``), the events published and a digest of the
 session's events and listed hash fields (equal digests = the same outcome).
 
-With ``--baseline REF`` each run is also made, interleaved (A, B, A, B …), by the
+``--repeat N`` makes N rounds of each size and mode (medians in the result). With
+``--baseline REF`` each run is also made, interleaved (A, B, A, B …), by the
 collector of git ``REF`` (its tree exported to a temporary folder and put first on
 ``PYTHONPATH``), so before/after come from one run on one box.
 
 Writes ``bench/results/backfill.json``. Usage:
-``python bench/backfill_bench.py [--baseline main] [--sizes-mb 50 200 1000]``.
+``python bench/backfill_bench.py [--baseline main] [--repeat 2] [--sizes-mb 50 200 1000]``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -177,6 +179,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[50, 200, 1000])
     ap.add_argument("--baseline", default=None, help="git ref to compare with (interleaved)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of each size and mode")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     kinds = server_binaries()
@@ -202,15 +205,24 @@ def main() -> None:
                 data = root / f"data-{size_mb}.jsonl"
                 end = write_transcript(data, size_mb * MB)
                 for mode in ("recent", "old"):
-                    for variant, src in variants:
-                        r = run_once(srv, root, data, end, mode, variant, src)
-                        r.update(size_mib=round(end / MB, 1))
-                        print(orjson.dumps(r).decode(), flush=True)
-                        runs.append(r)
+                    for round_ in range(args.repeat):
+                        for variant, src in variants:
+                            r = run_once(srv, root, data, end, mode, variant, src)
+                            r.update(size_mib=round(end / MB, 1), round=round_)
+                            print(orjson.dumps(r).decode(), flush=True)
+                            runs.append(r)
                 data.unlink()
         finally:
             srv.stop()
     result["runs"] = runs
+    result["median_seconds_to_commit"] = {
+        f"{v}/{size}/{mode}": statistics.median(
+            r["seconds_to_commit"]
+            for r in runs
+            if (r["variant"], r["size_mib"], r["mode"]) == (v, size, mode)
+        )
+        for v, size, mode in sorted({(r["variant"], r["size_mib"], r["mode"]) for r in runs})
+    }
     if args.baseline:
         result["same_outcome"] = all(
             a["digest"] == b["digest"]

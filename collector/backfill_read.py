@@ -92,16 +92,17 @@ def _batches(
 
 
 def _window(projector: Projector, path: Path, ident: Identity, end: int, events: int) -> int:
-    """Start of the last lines before ``end`` that hold ``events`` published lines (0: none
-    later than the file's start does)."""
+    """Start of the last lines before ``end`` that hold ``events`` published lines; 0 when
+    those reach back past the file's first half (reading it whole costs about as much).
+    Each line is projected once here however often the window grows."""
     s = projector.settings
     n_lines = max(1, events) * LINES_PER_EVENT
+    published, counted = 0, end
     while True:
         start = backfill.tail_start(path, end, lines=n_lines, max_bytes=end)
-        if start <= 0:
+        if start < end // 2:
             return 0
-        published = 0
-        for lines in _batches(path, ident, start, end, s.max_line_bytes):
+        for lines in _batches(path, ident, start, counted, s.max_line_bytes):
             for ln in lines:
                 p = (
                     projection.oversize_line(ln.size)
@@ -111,6 +112,7 @@ def _window(projector: Projector, path: Path, ident: Identity, end: int, events:
                 published += p.publish
         if published >= events:
             return start
+        counted = start
         n_lines *= 4
 
 
