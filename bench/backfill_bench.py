@@ -13,7 +13,9 @@ Recorded per run: seconds from the process spawn until the file's offset is comm
 its end (the backfill's events and its offset go in one append, so that is the first
 publish), peak RSS of the collector (``VmHWM`` of ``/proc/PID/status``), bytes the
 process read (``rchar`` of ``/proc/PID/io``), the events published and a digest of the
-session's events and listed hash fields (equal digests = the same outcome).
+session's events and listed hash fields (equal digests = the same outcome), and how often
+the collector's heartbeat key was found expired meanwhile (its TTL is 15 s: a loop blocked
+longer loses it).
 
 ``--repeat N`` makes N rounds of each size and mode (medians in the result). With
 ``--baseline REF`` each run is also made, interleaved (A, B, A, B …), by the
@@ -136,10 +138,14 @@ def run_once(
     proc.start(wait_ready_s=0)
     try:
         deadline = t0 + 600
+        beat_seen, beat_missing = False, 0
         while True:
             v = client.hget(keys.offsets("bench"), field)
             if v is not None and int(v.split(b":")[0]) >= end:
                 break
+            beating = bool(client.exists(keys.host("bench")))
+            beat_seen = beat_seen or beating
+            beat_missing += beat_seen and not beating
             if time.perf_counter() > deadline or proc.proc is None or proc.proc.poll() is not None:
                 raise RuntimeError(f"{variant} {mode}: offset not committed (log {proc.log_path})")
             time.sleep(0.01)
@@ -159,6 +165,8 @@ def run_once(
         "seconds_to_commit": round(seconds, 3),
         "peak_rss_mib": round(hwm / 1024, 1),
         "read_mib": round(rchar / MB, 1),
+        # polls (10 ms apart) that found the heartbeat key expired after it first appeared
+        "heartbeat_missing_polls": beat_missing,
         "session_events": events,
         "log_entries": total,
         "digest": dig,

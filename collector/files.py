@@ -188,7 +188,12 @@ class FileSync:
             return self.projector.plan(state, collapse=True, agent_id=agent, parent=parent)
 
         try:
-            read = backfill_read.collapse(self.projector, new_plan, tail.path, ident, end)
+            # In a thread: a huge file takes seconds, and the heartbeat, the commands and the
+            # approvals keep their loop meanwhile (the engine task waits here; the plan works
+            # on copies of the state, which only the engine task changes).
+            read = await asyncio.to_thread(
+                backfill_read.collapse, self.projector, new_plan, tail.path, ident, end
+            )
             plan = read.plan
             tail.offset = read.end
             value = backfill.offset_value(tail.offset, ident.dev, ident.ino)
