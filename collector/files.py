@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from relaybus.collector import backfill, history
+from relaybus.collector import backfill, backfill_read, history
 from relaybus.collector.batch_plan import BatchPlan
 from relaybus.collector.paths import TranscriptPath, classify
 from relaybus.collector.projector import Projector
@@ -182,24 +182,20 @@ class FileSync:
             await self._register(entry, end, mtime)
             return
         state = await self.owner.session(entry.sid)
-        plan = self.projector.plan(
-            state, collapse=True, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
-        )
-        read = 0
+        agent, parent = entry.tp.agent_id, entry.parent_tool_use_id()
+
+        def new_plan() -> BatchPlan:
+            return self.projector.plan(state, collapse=True, agent_id=agent, parent=parent)
+
         try:
-            while tail.offset < end:
-                lines = tail.read(
-                    max_lines=10_000, max_bytes=BATCH_MAX_BYTES, max_line_bytes=s.max_line_bytes
-                )
-                if not lines:
-                    break
-                projected, _ = self.projector.project(lines)
-                plan.prime(projected)
-                for p in projected:
-                    plan.line(p)
-                read += len(lines)
-                tail.offset = lines[-1].end
-            plan.finish()
+            # In a thread: a huge file takes seconds, and the heartbeat, the commands and the
+            # approvals keep their loop meanwhile (the engine task waits here; the plan works
+            # on copies of the state, which only the engine task changes).
+            read = await asyncio.to_thread(
+                backfill_read.collapse, self.projector, new_plan, tail.path, ident, end
+            )
+            plan = read.plan
+            tail.offset = read.end
             value = backfill.offset_value(tail.offset, ident.dev, ident.ino)
             batch = AppendBatch(
                 entry.sid, plan.events, key, entry.committed, value, plan.hash, plan.activity_ms
@@ -217,10 +213,12 @@ class FileSync:
         _remember(entry, done, tail.offset)
         self.metrics.lines_published.inc(plan.published)
         log.info(
-            "file %s: backfilled %d events of %d lines into session %s",
+            "file %s: backfilled %d events of %d lines (%d projected, window from %d) into session %s",
             key,
             len(plan.events),
-            read,
+            read.lines,
+            read.projected,
+            read.window,
             entry.sid,
         )
 

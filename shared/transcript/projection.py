@@ -79,6 +79,8 @@ import orjson
 from relaybus.shared.transcript.blocks import Cutter
 from relaybus.shared.transcript.records import (
     COMPACTION_AGENT_PREFIX,
+    TERMINAL_STOPS,
+    TITLE_FIELDS,
     add_extras,
     build_blocks,
     classify,
@@ -199,11 +201,7 @@ def project_line(
     if not isinstance(rtype, str) or not rtype:
         rtype = "unknown"
     key, text = classify(rtype, rec)
-    rule = RULES.get(key)
-    if rule is None:
-        # A refined key falls back to its type, except a system subtype nobody knows: that
-        # is published only when it has content, like an unknown type.
-        rule = (None if rtype == "system" else RULES.get(rtype)) or _unknown_rule(key, rec)
+    rule = _rule(rtype, key, rec)
     sidechain = rec.get("isSidechain") is True
     agent_id = _str(rec.get("agentId"))
     turn = None if sidechain else rule.turn
@@ -246,6 +244,108 @@ def project_line(
         False,
         leaf if isinstance(leaf, str) else None,
         _agent_parent(rec) if rtype == "progress" else None,
+    )
+
+
+def _rule(rtype: str, key: str, rec: dict[str, Any]) -> Rule:
+    rule = RULES.get(key)
+    if rule is None:
+        # A refined key falls back to its type, except a system subtype nobody knows: that
+        # is published only when it has content, like an unknown type.
+        rule = (None if rtype == "system" else RULES.get(rtype)) or _unknown_rule(key, rec)
+    return rule
+
+
+class Hint(NamedTuple):
+    """What a line can change besides its own event, told without building the event."""
+
+    #: a main-session turn signal, a title or first-prompt candidate, a warm-up agent's
+    #: first line or a sub-agent link: :func:`project_line` gives facts the collector keeps
+    stateful: bool
+    has_cwd: bool
+    has_entrypoint: bool
+    uuid: str | None
+
+
+_NO_HINT = Hint(False, False, False, None)
+#: Quoted words one of which a line :func:`hint_line` finds ``stateful`` holds, as
+#: JSON.stringify (or json.dumps) writes it (letters never ``\\u``-escaped) — unless it is
+#: a terminal assistant line: that one holds a :data:`STOP_OPENINGS` and a terminal stop.
+USER_WORD = b'"user"'
+STATE_WORDS: tuple[bytes, ...] = (
+    USER_WORD,
+    *(f'"{w}"'.encode() for w in ("turn_duration", "agent_progress", "summary", *TITLE_FIELDS)),
+)
+STOP_OPENINGS = (b'"stop_reason":"', b'"stop_reason": "')
+#: What follows a :data:`STOP_OPENINGS` on a terminal assistant line.
+TERMINAL_VALUES = tuple(f'{stop}"'.encode() for stop in sorted(TERMINAL_STOPS))
+#: How Claude Code opens a tool result's message (its first content item a tool_result).
+TOOL_RESULT_OPENINGS = (
+    b'"role":"user","content":[{"tool_use_id":"',
+    b'"role":"user","content":[{"type":"tool_result"',
+)
+#: Texts beside a tool result that still make its line stateful (``records._classify_user``).
+TOOL_RESULT_TURN_TEXTS = (
+    b'"<command-',
+    b'"<local-command-std',
+    b'"<task-notification>',
+    b'"[Request interrupted by user',
+)
+
+
+def plain_tool_result(raw: bytes) -> bool:
+    """A tool result's line with no command, notification or interrupt text: its
+    :data:`USER_WORD` does not make it stateful."""
+    return any(o in raw for o in TOOL_RESULT_OPENINGS) and not any(
+        t in raw for t in TOOL_RESULT_TURN_TEXTS
+    )
+
+
+def terminal_stop_at(raw: bytes, i: int) -> bool:
+    """A terminal stop follows the :data:`STOP_OPENINGS` that ends at ``i``."""
+    return raw.startswith(TERMINAL_VALUES, i)
+
+
+def may_be_stateful(raw: bytes) -> bool:
+    """False for a line certainly not :func:`hint_line`'s ``stateful``, found without
+    parsing it (substring searches; ``collector.backfill_read`` does the same over a chunk)."""
+    for word in STATE_WORDS:
+        if word in raw and (word != USER_WORD or not plain_tool_result(raw)):
+            return True
+    for opening in STOP_OPENINGS:
+        i = raw.find(opening)
+        while i >= 0:
+            if terminal_stop_at(raw, i + len(opening)):
+                return True
+            i = raw.find(opening, i + 1)
+    return False
+
+
+def hint_line(raw: bytes) -> Hint:
+    """The :class:`Hint` of a line: one parse and its classification, no blocks (several
+    times cheaper than :func:`project_line`, whose facts it is a superset of)."""
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _NO_HINT
+    if not isinstance(rec, dict):
+        return _NO_HINT
+    rtype = rec.get("type")
+    if not isinstance(rtype, str) or not rtype:
+        rtype = "unknown"
+    key, _text = classify(rtype, rec)
+    rule = _rule(rtype, key, rec)
+    main = rec.get("isSidechain") is not True
+    stateful = (
+        (main and (rule.turn is not None or rule.title_rank is not None))
+        or rule.drop == "warmup"
+        or (rtype == "progress" and _agent_parent(rec) is not None)
+    )
+    return Hint(
+        stateful,
+        bool(_str(rec.get("cwd"))),
+        bool(_str(rec.get("entrypoint"))),
+        _str(rec.get("uuid")),
     )
 
 

@@ -1,0 +1,215 @@
+"""A backfill projects its window and only the stateful lines before it, with the outcome of
+a full read (real transcripts from tests/data/claude-jsonl, a real server)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+from relaybus.collector import backfill, backfill_read
+from relaybus.collector.batch_plan import BatchPlan
+from relaybus.collector.metrics import CollectorMetrics
+from relaybus.collector.projector import Projector
+from relaybus.collector.session_state import SessionState
+from relaybus.collector.tailer import probe
+from relaybus.shared.transcript import projection
+from tests.conftest import FIXTURES, make_settings
+from tests.support.collector_records import (
+    append,
+    assistant_line,
+    line,
+    progress_line,
+    record,
+    transcript,
+    user_line,
+)
+from tests.support.collector_rig import RigFactory
+
+SID = "5e551011-0000-4000-8000-00000000b16f"
+
+
+def fixture_records() -> list[dict[str, object]]:
+    out = []
+    for p in sorted(FIXTURES.glob("*.jsonl")):
+        for raw in p.read_bytes().splitlines():
+            try:
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out
+
+
+def big_transcript(path: Path, repeats: int) -> None:
+    """The fixtures ``repeats`` times under one session (fresh uuids), a custom title early
+    and a last prompt without its answer: title and turn come from both ends."""
+    recs = fixture_records()
+    with open(path, "wb") as f:
+        f.write(user_line(SID, "the very first prompt"))
+        f.write(line({"type": "custom-title", "customTitle": "named early", "sessionId": SID}))
+        for _ in range(repeats):
+            for rec in recs:
+                rec = dict(rec)
+                if "sessionId" in rec:
+                    rec["sessionId"] = SID
+                if "uuid" in rec:
+                    rec["uuid"] = str(uuid.uuid4())
+                f.write(orjson.dumps(rec) + b"\n")
+        f.write(user_line(SID, "still working on it"))
+
+
+def test_every_stateful_fixture_line_is_found_by_the_search(tmp_path: Path) -> None:
+    """The substring searches (per line and per chunk) find every line project_line gives
+    state facts for: a superset, so skipping the others changes nothing."""
+    path = tmp_path / "all.jsonl"
+    path.write_bytes(b"".join(p.read_bytes() for p in sorted(FIXTURES.glob("*.jsonl"))))
+    pr = probe(path)
+    assert pr is not None and pr.identity is not None
+    known = SessionState(SID, cwd="/known", entrypoint="cli")  # no head lines wanted
+    scan = backfill_read._Scan(path, pr.identity, pr.size, 1 << 20, known)
+    found = {ln.end for ln in scan.lines()}
+    stateful, offset = 0, 0
+    for raw in path.read_bytes().splitlines(keepends=True):
+        offset += len(raw)
+        p = projection.project_line(raw)
+        if (
+            (not p.is_sidechain and (p.turn is not None or p.title is not None))
+            or p.drop_reason == "warmup"
+            or p.agent_parent is not None
+        ):
+            stateful += 1
+            assert projection.may_be_stateful(raw), raw[:200]
+            assert projection.hint_line(raw.rstrip(b"\n")).stateful, raw[:200]
+            assert offset in found, raw[:200]
+    assert stateful > 50
+    assert len(found) < scan.read / 4  # most lines are never split off
+
+
+def test_collapse_equals_a_full_read_and_projects_a_fraction(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    big_transcript(path, repeats=2)
+    settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=40)
+    projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
+    pr = probe(path)
+    assert pr is not None and pr.identity is not None
+    end = backfill.last_line_end(path, pr.size)
+    state = SessionState(SID)
+
+    def new_plan() -> BatchPlan:
+        return projector.plan(state, collapse=True)
+
+    whole = backfill_read._whole(projector, new_plan(), path, pr.identity, end)
+    split = backfill_read.collapse(projector, new_plan, path, pr.identity, end)
+    assert split.window > 0 and split.end == whole.end == end
+    assert split.projected < whole.projected / 3  # most lines were only searched
+    assert [(e.kind, e.prefix) for e in split.plan.events] == [
+        (e.kind, e.prefix) for e in whole.plan.events
+    ]
+    assert split.plan.hash == whole.plan.hash
+    assert split.plan.state.title == "named early"
+    assert split.plan.state.first_prompt == "the very first prompt"
+    assert split.plan.state.turn.state == "working"
+
+
+async def test_engine_backfill_of_a_big_file_publishes_what_a_full_read_would(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    path = transcript(claude_dir, SID)
+    big_transcript(path, repeats=2)
+    rig = make_rig(backfill_events=30)
+    await rig.engine.start()
+    frames = await rig.events(SID)
+    projector = Projector(rig.settings, CollectorMetrics(CollectorRegistry()))
+    pr = probe(path)
+    assert pr is not None and pr.identity is not None
+    end = backfill.last_line_end(path, pr.size)
+    whole = backfill_read._whole(
+        projector, projector.plan(SessionState(SID), collapse=True), path, pr.identity, end
+    )
+    expected = [
+        orjson.loads(e.prefix + b"}")["event"]
+        for e in whole.plan.events
+        if e.kind == "session_event"
+    ]
+    assert len(frames) == 30 and [f["event"] for f in frames] == expected
+    row = await rig.client.hgetall(rig.keys.session(SID))
+    assert row[b"title"] == b"named early"
+    assert row[b"firstPrompt"] == b"the very first prompt"
+    assert row[b"state"] == b"working"
+    committed = await rig.client.hget(
+        rig.keys.offsets("testhost"), path.relative_to(claude_dir).as_posix()
+    )
+    assert committed is not None and int(committed.split(b":")[0]) == end
+    total = path.read_bytes().count(b"\n")
+    assert rig.metric("relaybus_collector_lines_read_total") < total / 3
+    # From here on every new line is published once.
+    append(path, line(record(SID, "user", message={"role": "user", "content": "next"})))
+    await rig.engine.sync_path(path)
+    frames = await rig.events(SID)
+    assert len(frames) == 31 and frames[-1]["event"]["blocks"][0]["text"] == "next"
+
+
+def _both(path: Path, state: SessionState, events: int) -> tuple[backfill_read.Read, ...]:
+    settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=events)
+    projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
+    pr = probe(path)
+    assert pr is not None and pr.identity is not None
+    end = backfill.last_line_end(path, pr.size)
+
+    def new_plan() -> BatchPlan:
+        return projector.plan(state, collapse=True)
+
+    whole = backfill_read._whole(projector, new_plan(), path, pr.identity, end)
+    split = backfill_read.collapse(projector, new_plan, path, pr.identity, end)
+    assert [(e.kind, e.prefix) for e in split.plan.events] == [
+        (e.kind, e.prefix) for e in whole.plan.events
+    ]
+    assert split.plan.hash == whole.plan.hash and split.end == whole.end == end
+    return whole, split
+
+
+def _pairs(n: int) -> bytes:
+    return b"".join(user_line(SID, f"q{i}") + assistant_line(SID, f"a{i}") for i in range(n))
+
+
+def test_a_summary_and_its_leaf_before_the_window(tmp_path: Path) -> None:
+    leaf = str(uuid.uuid4())
+    path = tmp_path / "s.jsonl"
+    summary = {"type": "summary", "summary": "Summed up", "leafUuid": leaf}
+    path.write_bytes(line(summary) + user_line(SID, "first", uuid=leaf) + _pairs(200))
+    _whole, split = _both(path, SessionState(SID), 20)
+    assert split.window > 0 and split.plan.state.title == "Summed up"
+
+
+def test_a_first_prompt_longer_than_a_chunk(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    big = "x" * (backfill_read.BATCH_BYTES + 1000)
+    path.write_bytes(user_line(SID, big) + _pairs(200))
+    _whole, split = _both(path, SessionState(SID), 20)
+    assert split.window > 0 and (split.plan.state.first_prompt or "").startswith("xxx")
+
+
+def test_a_backstopped_turn_is_read_whole(tmp_path: Path) -> None:
+    """After the backstop any activity line revives the turn: every line counts."""
+    path = tmp_path / "b.jsonl"
+    path.write_bytes(_pairs(200))
+    state = SessionState(SID)
+    state.turn.backstopped = True
+    _whole, split = _both(path, state, 20)
+    assert split.window == 0
+
+
+def test_a_window_with_nothing_to_show_is_read_whole(tmp_path: Path) -> None:
+    """Only /goal status lines at the end: whether the session has content is told by a
+    line before them that changes no other state (an answer in the middle of a turn)."""
+    goal = {"type": "goal_status", "goal": "g", "status": "active"}
+    att = record(SID, "attachment", attachment=goal)
+    path = tmp_path / "g.jsonl"
+    middle = assistant_line(SID, "working on it", stop=None)
+    path.write_bytes(progress_line(SID) + middle + b"".join(line(att) for _ in range(100)))
+    _whole, split = _both(path, SessionState(SID), 20)
+    assert split.window == 0 and split.plan.state.has_content
