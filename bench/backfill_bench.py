@@ -37,7 +37,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis
@@ -106,11 +106,12 @@ def proc_rchar(pid: int) -> int:
 
 def digest(client: redis.Redis, keys: Keys) -> str:
     h = hashlib.sha256()
-    for _id, fields in client.xrange(keys.session_events(SID)):  # type: ignore[union-attr]
+    entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(keys.session_events(SID)))
+    for _id, fields in entries:
         h.update(orjson.dumps(orjson.loads(fields[b"f"])["event"], option=orjson.OPT_SORT_KEYS))
-    row = client.hgetall(keys.session(SID))
+    row = cast(dict[bytes, bytes], client.hgetall(keys.session(SID)))
     for k in HASH_FIELDS:
-        h.update(k.encode() + b"=" + row.get(k.encode(), b"-") + b";")  # type: ignore[union-attr]
+        h.update(k.encode() + b"=" + row.get(k.encode(), b"-") + b";")
     return h.hexdigest()[:16]
 
 
@@ -141,7 +142,7 @@ def run_once(
         beat_seen, beat_missing = False, 0
         while True:
             v = client.hget(keys.offsets("bench"), field)
-            if v is not None and int(v.split(b":")[0]) >= end:
+            if v is not None and int(bytes(v).split(b":")[0]) >= end:
                 break
             beating = bool(client.exists(keys.host("bench")))
             beat_seen = beat_seen or beating
