@@ -142,7 +142,7 @@ def run_once(
         beat_seen, beat_missing = False, 0
         while True:
             v = client.hget(keys.offsets("bench"), field)
-            if v is not None and int(bytes(v).split(b":")[0]) >= end:
+            if isinstance(v, bytes) and int(v.split(b":")[0]) >= end:
                 break
             beating = bool(client.exists(keys.host("bench")))
             beat_seen = beat_seen or beating

@@ -143,7 +143,7 @@ async def test_engine_backfill_of_a_big_file_publishes_what_a_full_read_would(
     committed = await rig.client.hget(
         rig.keys.offsets("testhost"), path.relative_to(claude_dir).as_posix()
     )
-    assert committed is not None and int(bytes(committed).split(b":")[0]) == end
+    assert isinstance(committed, bytes) and int(committed.split(b":")[0]) == end
     total = path.read_bytes().count(b"\n")
     assert rig.metric("relaybus_collector_lines_read_total") < total / 3
     # From here on every new line is published once.
