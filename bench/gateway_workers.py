@@ -23,6 +23,7 @@ import os
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -57,6 +58,9 @@ class RawClient(asyncio.Protocol):
         self._ready: list[bytes] = []
         self._error: ConnectionError | None = None
         self._waiter: asyncio.Future[None] | None = None
+        #: When set (:meth:`listen`), frames go to it as they are parsed, not to frames().
+        self._on_frames: Callable[[list[bytes]], None] | None = None
+        self._on_closed: Callable[[], None] | None = None
 
     @classmethod
     async def open(cls, url: str, token: str, path: str = "/ws") -> RawClient:
@@ -117,12 +121,29 @@ class RawClient(asyncio.Protocol):
             elif opcode == 0x8 and self._error is None:
                 self._error = ConnectionError(f"server closed: {payload[:2].hex()} {payload[2:]!r}")
         self.buf = buf[pos:]
+        if self._on_frames is not None and out:
+            self._ready = []
+            self._on_frames(out)
         self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._error is None:
             self._error = ConnectionError("closed")
+        if self._on_closed is not None:
+            self._on_closed()
         self._wake()
+
+    def listen(
+        self, on_frames: Callable[[list[bytes]], None], on_closed: Callable[[], None]
+    ) -> None:
+        """Hand every later batch of frames to ``on_frames`` from the protocol callback
+        (no task wakes up per read); ``on_closed`` once the connection is gone."""
+        self._on_frames, self._on_closed = on_frames, on_closed
+        if self._ready:
+            ready, self._ready = self._ready, []
+            on_frames(ready)
+        if self._error is not None:
+            on_closed()
 
     def _wake(self) -> None:
         waiter = self._waiter
