@@ -32,6 +32,7 @@ import random
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,26 +142,49 @@ async def run_clients(args: argparse.Namespace) -> None:
     closed = 0
     print("READY", flush=True)
 
-    async def drain(i: int, c: Client) -> None:
-        nonlocal closed
-        try:
-            while counts[i] < args.count:
-                frames = await c.frames()
-                now = time.time_ns()
-                for raw in frames:
-                    got = parse(raw)
-                    if got is not None:
-                        lat.append((now - got[0]) / 1e6)
-                        counts[i] += 1
-                        if args.per_line:
-                            per_line[str(got[1])] = lat[-1]
-        except (ConnectionError, OSError):
-            closed += 1
+    pending = len(clients)
+    finished = [False] * len(clients)
+    all_done = asyncio.Event()
 
-    tasks = [asyncio.create_task(drain(i, c)) for i, c in enumerate(clients)]
-    await asyncio.wait(tasks, timeout=args.max_s)
-    for t in tasks:
-        t.cancel()
+    def finish(i: int) -> None:
+        nonlocal pending
+        finished[i] = True
+        pending -= 1
+        if not pending:
+            all_done.set()
+
+    def listener(i: int, c: Client) -> tuple[Callable[[list[bytes]], None], Callable[[], None]]:
+        """Frames are handled in the connection's protocol callback: no task per client."""
+
+        def on_frames(frames: list[bytes]) -> None:
+            if c.proto == "sio" and b"2" in frames and c.conn is not None:
+                c.conn.send_text("3")  # engine.io ping -> pong
+            if finished[i]:
+                return
+            now = time.time_ns()
+            for raw in frames:
+                got = parse(raw)
+                if got is not None:
+                    lat.append((now - got[0]) / 1e6)
+                    counts[i] += 1
+                    if args.per_line:
+                        per_line[str(got[1])] = lat[-1]
+            if counts[i] >= args.count:
+                finish(i)
+
+        def on_closed() -> None:
+            nonlocal closed
+            if not finished[i]:
+                closed += 1
+                finish(i)
+
+        return on_frames, on_closed
+
+    for i, c in enumerate(clients):
+        assert c.conn is not None
+        c.conn.listen(*listener(i, c))
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_done.wait(), args.max_s)
     for c in clients:
         c.close()
     report(

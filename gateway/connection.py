@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, deque
+from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -34,6 +35,7 @@ from relaybus.gateway.auth import Access
 from relaybus.gateway.events import Event
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.replay import Gap
+from relaybus.gateway.runs import Burst, Run
 from relaybus.gateway.server_frames import Outgoing
 from relaybus.gateway.wsio import FrameSink, WriteTimeout
 from relaybus.shared.wire import frames
@@ -97,7 +99,9 @@ class Connection:
         self.queued_bytes = 0
         self._room = asyncio.Event()
         self._room.set()
-        self._staged: list[Outgoing] | None = None
+        #: Live frames of the reader batch being offered: one frame or one run's shared
+        #: burst as they are (nothing allocated per connection), a list once there is more.
+        self._staged: Outgoing | Burst | list[Outgoing] | None = None
         self._busy = False  # the sender is writing an entry it already took off the queue
         self._final: Outgoing | None = None
         self._wake = asyncio.Event()
@@ -141,22 +145,60 @@ class Connection:
             return False
         if not self.entitled(ev):
             return False
-        out = self.event_out(ev, live=True)
         ev.delivered = True
-        if self._staged is None:
-            self._staged = [out]
+        return self._stage(ev.out(blocks_only=self.blocks_only, raw=self.sink.raw_ok, live=True))
+
+    def offer_run(self, run: Run) -> bool:
+        """:meth:`offer` of each event of ``run`` in turn, with the checks done once for the
+        whole run when nothing is buffered for its session (the live state)."""
+        sid = run.sid
+        if (
+            self.close_code is not None
+            or self.global_buffer is not None
+            or sid in self.watch_buffers
+        ):
+            started = False
+            for ev in run.events:
+                if self.offer(ev):
+                    started = True
+            return started
+        if self.subscriptions:
+            if sid not in self.watched:
+                return False
+            floor = self.session_marks.get(sid, 0)
+        else:
+            floor = max(self.session_marks.get(sid, 0), self.global_mark)
+        events = run.events
+        start, n = 0, len(events)
+        while start < n and events[start].seq <= floor:
+            start += 1
+        if start == n:
+            return False
+        return self._stage(run.burst(start, blocks_only=self.blocks_only, raw=self.sink.raw_ok))
+
+    def _stage(self, items: Outgoing | Burst) -> bool:
+        """Add to the staged frames; ``True`` when they were empty (flush once offered)."""
+        staged = self._staged
+        if staged is None:
+            self._staged = items
             return True
-        self._staged.append(out)
+        if not isinstance(staged, list):
+            staged = self._staged = list(staged) if isinstance(staged, Burst) else [staged]
+        if isinstance(items, Burst):
+            staged.extend(items)
+        else:
+            staged.append(items)
         return False
 
-    def flush(self) -> list[Outgoing] | None:
+    def flush(self) -> Sequence[Outgoing] | None:
         """Write or queue the staged live frames, or cut off a client too far behind.
 
         Returns the frames when they were written synchronously (the caller counts them).
         """
-        staged, self._staged = self._staged, None
-        if not staged or self.close_code is not None:
+        one, self._staged = self._staged, None
+        if one is None or self.close_code is not None:
             return None
+        staged: Sequence[Outgoing] = one if isinstance(one, (list, Burst)) else (one,)
         if self._live_backlog >= self.queue_max or self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
             log.info(
@@ -173,7 +215,7 @@ class Connection:
             # The fan-out counts these writes once per batch.
             return staged
         self._live_backlog += len(staged)
-        self._push(staged, len(staged))
+        self._push(list(staged), len(staged))
         return None
 
     def event_out(self, ev: Event, *, live: bool) -> Outgoing:

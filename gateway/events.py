@@ -36,6 +36,7 @@ class Event:
         "frame",
         "kind",
         "seq",
+        "session_scoped",
         "sid",
         "stamp_ms",
     )
@@ -44,6 +45,9 @@ class Event:
         self.seq = seq
         self.sid = sid
         self.kind = kind
+        #: Belongs to one session's stream (read per connection by the fan-out: an
+        #: attribute, not a property).
+        self.session_scoped = kind in SESSION_KINDS
         self.frame = frame
         self.stamp_ms = stamp_ms
         self._text: str | None = None
@@ -54,10 +58,6 @@ class Event:
         self._outs: dict[int, Outgoing] | None = None
         #: set by the fan-out when a connection wrote it synchronously (latency metric)
         self.delivered = False
-
-    @property
-    def session_scoped(self) -> bool:
-        return self.kind in SESSION_KINDS
 
     @property
     def text(self) -> str:

@@ -33,6 +33,7 @@ from relaybus.gateway.events import Event, from_entry, seq_of
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.replay import Gap
 from relaybus.gateway.rewinds import token
+from relaybus.gateway.runs import Burst, Run, runs
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.keys import Keys
@@ -119,7 +120,20 @@ class Hub:
         each connection's share of the batch as one entry."""
         touched: list[Connection] = []
         try:
-            for ev in events:
+            for item in runs(events):
+                if isinstance(item, Run):
+                    # One session's events back to back: each connection takes them at once.
+                    for conn in self.firehose:
+                        if conn.offer_run(item):
+                            touched.append(conn)
+                    group = self.watchers.get(item.sid)
+                    if group:
+                        for conn in group:
+                            if conn.offer_run(item):
+                                touched.append(conn)
+                    self.position = item.events[-1].seq
+                    continue
+                ev = item
                 if ev.session_scoped:
                     for conn in self.firehose:
                         if conn.offer(ev):
@@ -144,7 +158,11 @@ class Hub:
         kinds: dict[str, int] = {}
         for conn in touched:
             written = conn.flush()
-            if written is not None:
+            if isinstance(written, Burst):
+                size += written.size
+                for kind, n in written.kinds.items():
+                    kinds[kind] = kinds.get(kind, 0) + n
+            elif written is not None:
                 for out in written:
                     size += out.size
                     kinds[out.kind] = kinds.get(out.kind, 0) + 1

@@ -18,6 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
+from relaybus.gateway.runs import Burst
 from relaybus.gateway.server_frames import Outgoing
 
 try:  # uvicorn's sans-I/O implementation (the one relaybus.gateway.main configures)
@@ -121,8 +122,17 @@ class BurstSink:
         conn = self.proto.conn
         if conn.state is not State.OPEN:
             raise InvalidState("connection is not open")
-        chunks: list[bytes] = []
         raw_ok = self.raw_ok
+        if raw_ok:
+            # Live log frames (one event, or one run's burst): bytes shared by every
+            # connection, written as they are.
+            if isinstance(items, Burst):
+                self.proto.transport.write(items.wire)
+                return
+            if len(items) == 1 and items[0].wire is not None:
+                self.proto.transport.write(items[0].wire)
+                return
+        chunks: list[bytes] = []
         for item in items:
             if item.wire is not None and raw_ok:
                 chunks.append(item.wire)
