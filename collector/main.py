@@ -8,12 +8,12 @@ the transcripts wait in their files and the collector catches up once Redis answ
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 import sys
 
 from relaybus.collector.service import serve
+from relaybus.shared.gctune import tune_gc
 from relaybus.shared.preflight import StartupError
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import RedisRefused, serve_unless_refused
@@ -32,19 +32,6 @@ async def _main(settings: Settings) -> None:
 
 
 #: Container allocations between young-generation collections (CPython's default is 700).
-#: A batch of transcript lines allocates hundreds of thousands of short-lived dicts and
-#: lists (parsed records, events); at the default the collector spent ~5 µs per line in
-#: the cyclic GC re-scanning the batch in flight. Refcounting still frees them at once.
-GC_GEN0_THRESHOLD = 10_000
-
-
-def tune_gc() -> None:
-    """Fewer young collections, and never re-scan the objects alive after start-up."""
-    gc.freeze()
-    _gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-
-
 def run(settings: Settings) -> int:
     tune_gc()
     try:

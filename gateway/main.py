@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import socket
@@ -25,6 +24,7 @@ from relaybus.gateway.guards import (
     max_connections,
 )
 from relaybus.gateway.runtime import Runtime
+from relaybus.shared.gctune import tune_gc
 from relaybus.shared.preflight import StartupError, check_port
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import RedisRefused, serve_unless_refused
@@ -115,21 +115,6 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
 
 
 #: Container allocations between young-generation collections (CPython's default is 700).
-#: A reader batch offered to 1,000 connections touches every connection's state; at the
-#: default, young collections ran inside the fan-out and promoted what was in flight, so
-#: that full collections (every object of every connection) came often.
-GC_GEN0_THRESHOLD = 10_000
-
-
-def tune_gc() -> None:
-    """Never re-scan what start-up left alive (modules, the app), and fewer young
-    collections; refcounting still frees the fan-out's short-lived objects at once."""
-    gc.collect()  # what start-up dropped (the app built to validate the tokens) goes first
-    gc.freeze()
-    _gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-
-
 def run(settings: Settings) -> int:
     """Entry of ``relaybus gateway``: exit 2 for a token configuration it cannot serve,
     1 for a port it cannot bind or settings Redis refuses (one line each). An unreachable
