@@ -233,7 +233,15 @@ def _before_replay_read(gw: RunningGateway, first: Callable[[], Awaitable[None]]
 
 
 async def _position(gw: RunningGateway, seq: int) -> None:
-    await wait_for(lambda: gw.runtime.hub.position >= seq, what=f"reader at seq {seq}")
+    def there() -> bool:
+        return gw.runtime.hub.position >= seq
+
+    await wait_for(there, what=f"reader at seq {seq}")
+
+
+async def _oldest(rclient: aioredis.Redis, keys: Keys) -> int:
+    """The seq of the log's oldest entry."""
+    return int(cast(Entries, await rclient.xrange(keys.log, count=1))[0][0].split(b"-")[0])
 
 
 async def test_reader_gap_during_resume_is_told_once(
@@ -247,7 +255,7 @@ async def test_reader_gap_during_resume_is_told_once(
     await small.start_session("s1")
     for _ in range(10):
         await small.events("s1", [f"e{i}" for i in range(50)])
-    oldest = int((await rclient.xrange(keys.log, count=1))[0][0].split(b"-")[0])
+    oldest = await _oldest(rclient, keys)
 
     async def reader_gap() -> None:
         release.set()
@@ -286,6 +294,6 @@ async def test_buffered_entries_trimmed_from_the_log_are_not_in_the_gap(
         await c.until(lambda _: len(c.events()) == 200)
         await c.send({"type": "list_sessions"})
         await c.expect("sessions")
-    assert int((await rclient.xrange(keys.log, count=1))[0][0].split(b"-")[0]) > 502
+    assert await _oldest(rclient, keys) > 502
     assert [(g["fromSeqId"], g["toSeqId"]) for g in c.of_type("gap_detected")] == [(6, 501)]
     assert [e["seqId"] for e in c.events()] == list(range(502, 702))
