@@ -179,14 +179,15 @@ class Resumer:
                 return None
             if first_page:
                 first_page = False
-                first = (
-                    page.events[0].seq
-                    if page.events
-                    else next((e.seq for e in buf if e.seq > floor), None)
-                )
+                # The buffer may hold entries the log lost to a trim after the reader read them.
+                in_log = page.events[0].seq if page.events else None
+                in_buf = next((e.seq for e in buf if e.seq > floor), None)
+                first = min((s for s in (in_log, in_buf) if s is not None), default=None)
                 gap = leading_gap(floor, first, page.head)
                 if gap is not None:
                     items.append(conn.gap_out(gap))
+                    # Covered: the reader's own gap, held meanwhile, must not repeat it.
+                    cursor = gap.to_seq
             stop_at = buf[0].seq if buf else None
             met_buffer = False
             for ev in page.events:

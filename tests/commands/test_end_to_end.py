@@ -321,7 +321,9 @@ async def test_collector_killed_holding_commands_runs_none_twice(
             random.uniform(0.0, 0.3)
         )  # a random kill point, not a wait for a condition
         host.proc.kill()
-        host.proc.start()
+        # Off the loop: start() waits for the heartbeat, and the in-process gateway must
+        # keep serving the prompts meanwhile (a blocked loop times out its Redis connects).
+        await asyncio.to_thread(host.proc.start)
         answers = await ws.until(
             lambda fs: (
                 len({f.get("requestId") for f in fs if f["type"] in ("prompt_sent", "error")}) >= 6

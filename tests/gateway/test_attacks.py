@@ -280,8 +280,11 @@ async def test_reply_flood_from_a_deaf_client_is_cut_off(
             )
             await asyncio.to_thread(client.sock.sendall, frames)
             started = time.monotonic()
+            # The bound is the write deadline's (halved), not a latency: cut off before it, the
+            # client was dropped for its byte budget (a loaded CI needs seconds for the replies).
             while open_sockets(os.getpid(), gw.port) > 0:
-                assert time.monotonic() - started < 5, "reply flooder still connected"
+                elapsed = time.monotonic() - started
+                assert elapsed < settings.write_timeout_s / 2, "reply flooder still connected"
                 await asyncio.sleep(0.05)
             assert gw.metric("relaybus_gateway_slow_consumer_disconnects_total") >= 1
         finally:

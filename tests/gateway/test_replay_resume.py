@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 import redis.asyncio as aioredis
 
+from relaybus.gateway.history import Page
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import Entries
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
+from tests.support.wait import wait_for
 
 
 def texts(frames: list[Frame]) -> list[str]:
@@ -198,3 +201,99 @@ async def test_late_hello_after_v1_start(settings: Settings, pub: Publisher) -> 
         await c.send({"type": "list_sessions"})
         await c.expect("sessions")
     assert texts(c.events()) == ["v1-live", "after"]
+
+
+def _hold_reader(gw: RunningGateway) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold the gateway's log reader before its next XREAD: (held, release)."""
+    reader, held, release = gw.runtime.reader, asyncio.Event(), asyncio.Event()
+    step = reader._step
+
+    async def gated() -> None:
+        held.set()
+        await release.wait()
+        await step()
+
+    reader._step = gated  # type: ignore[method-assign]
+    return held, release
+
+
+def _before_replay_read(gw: RunningGateway, first: Callable[[], Awaitable[None]]) -> None:
+    """Run ``first`` before the resume's first page read, i.e. while the connection buffers."""
+    pages = gw.runtime.handlers.resume.pages
+    page, ran = pages.page, False
+
+    async def late(stream: str, after: int, floor: int) -> Page:
+        nonlocal ran
+        if not ran:
+            ran = True
+            await first()
+        return await page(stream, after, floor)
+
+    pages.page = late  # type: ignore[method-assign]
+
+
+async def _position(gw: RunningGateway, seq: int) -> None:
+    def there() -> bool:
+        return gw.runtime.hub.position >= seq
+
+    await wait_for(there, what=f"reader at seq {seq}")
+
+
+async def _oldest(rclient: aioredis.Redis, keys: Keys) -> int:
+    """The seq of the log's oldest entry."""
+    return int(cast(Entries, await rclient.xrange(keys.log, count=1))[0][0].split(b"-")[0])
+
+
+async def test_reader_gap_during_resume_is_told_once(
+    gw: RunningGateway, rclient: aioredis.Redis, keys: Keys
+) -> None:
+    """The reader's own trim gap, held while the resume replays, is not told again after the
+    replay's gap covering it (a loaded gateway's reader lags behind the writer)."""
+    held, release = _hold_reader(gw)
+    await held.wait()
+    small = Publisher(rclient, keys, log_maxlen=100)
+    await small.start_session("s1")
+    for _ in range(10):
+        await small.events("s1", [f"e{i}" for i in range(50)])
+    oldest = await _oldest(rclient, keys)
+
+    async def reader_gap() -> None:
+        release.set()
+        await _position(gw, 501)
+
+    _before_replay_read(gw, reader_gap)
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello([], lastSeqId=5)
+        await c.until(lambda _: len(c.events()) == 501 - oldest + 1)
+        await c.send({"type": "list_sessions"})
+        await c.expect("sessions")  # a repeated gap would have arrived before this
+    assert [(g["fromSeqId"], g["toSeqId"]) for g in c.of_type("gap_detected")] == [(6, oldest - 1)]
+    assert [e["seqId"] for e in c.events()] == list(range(oldest, 502))
+    assert gw.metric("relaybus_gateway_gaps_total", {"reason": "trimmed"}) == 1
+
+
+async def test_buffered_entries_trimmed_from_the_log_are_not_in_the_gap(
+    gw: RunningGateway, rclient: aioredis.Redis, keys: Keys
+) -> None:
+    """Entries the connection buffered live but the log lost to a trim before its replay read
+    are delivered, and the gap names only what neither holds."""
+    small = Publisher(rclient, keys, log_maxlen=100)
+    await small.start_session("s1")
+    for _ in range(10):
+        await small.events("s1", [f"e{i}" for i in range(50)])
+    await _position(gw, 501)
+
+    async def trim_buffered() -> None:
+        for _ in range(4):
+            await small.events("s1", [f"f{i}" for i in range(50)])
+        await _position(gw, 701)
+
+    _before_replay_read(gw, trim_buffered)
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello([], lastSeqId=5)
+        await c.until(lambda _: len(c.events()) == 200)
+        await c.send({"type": "list_sessions"})
+        await c.expect("sessions")
+    assert await _oldest(rclient, keys) > 502
+    assert [(g["fromSeqId"], g["toSeqId"]) for g in c.of_type("gap_detected")] == [(6, 501)]
+    assert [e["seqId"] for e in c.events()] == list(range(502, 702))
