@@ -42,32 +42,18 @@ from typing import Any, cast
 import orjson
 import redis
 from _rig import REPO, header, write_result
+from gateway_bench import status_kib
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
-from tests.support.collector_records import transcript
+from tests.support.collector_records import fixture_records, in_session, transcript
 from tests.support.servers import RedisServer, server_binaries
 
-FIXTURES = REPO / "tests" / "data" / "claude-jsonl"
 OUT = REPO / "bench" / "results" / "backfill.json"
 SID = "b0000000-0000-4000-8000-00000000b16f"
 MB = 1 << 20
 #: Hash fields compared between variants (lastActivity etc. are derived from the same lines).
 HASH_FIELDS = ("title", "firstPrompt", "cwd", "entrypoint", "state", "hasContent", "lastActivity")
-
-
-def fixture_records() -> list[dict[str, Any]]:
-    recs: list[dict[str, Any]] = []
-    for p in sorted(FIXTURES.glob("*.jsonl")):
-        for ln in p.read_bytes().splitlines():
-            if ln.strip():
-                try:
-                    rec = orjson.loads(ln)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict):
-                    recs.append(rec)
-    return recs
 
 
 def write_transcript(path: Path, size: int) -> int:
@@ -77,24 +63,12 @@ def write_transcript(path: Path, size: int) -> int:
     with open(path, "wb") as f:
         while written < size:
             for rec in recs:
-                rec = dict(rec)
-                if "sessionId" in rec:
-                    rec["sessionId"] = SID
-                if "uuid" in rec:
-                    rec["uuid"] = str(uuid.uuid4())
-                data = orjson.dumps(rec) + b"\n"
+                data = in_session(rec, SID)
                 f.write(data)
                 written += len(data)
                 if written >= size:
                     break
     return written
-
-
-def proc_status_kib(pid: int, field: str) -> int:
-    for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if ln.startswith(field + ":"):
-            return int(ln.split()[1])
-    raise KeyError(field)
 
 
 def proc_rchar(pid: int) -> int:
@@ -151,7 +125,7 @@ def run_once(
                 raise RuntimeError(f"{variant} {mode}: offset not committed (log {proc.log_path})")
             time.sleep(0.01)
         seconds = time.perf_counter() - t0
-        hwm = proc_status_kib(proc.pid, "VmHWM")
+        hwm = status_kib(proc.pid, "VmHWM")
         rchar = proc_rchar(proc.pid)
         events = int(client.xlen(keys.session_events(SID)))
         total = int(client.get(keys.seq) or 0)

@@ -289,11 +289,16 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_kib(pid: int) -> int:
+def status_kib(pid: int, field: str) -> int:
+    """A KiB figure of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``, ...); 0 if absent."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0
+
+
+def rss_kib(pid: int) -> int:
+    return status_kib(pid, "VmRSS")
 
 
 async def memory(srv: RedisServer, clients: int) -> dict[str, Any]:

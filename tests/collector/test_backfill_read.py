@@ -20,6 +20,8 @@ from tests.conftest import FIXTURES, make_settings
 from tests.support.collector_records import (
     append,
     assistant_line,
+    fixture_records,
+    in_session,
     line,
     progress_line,
     record,
@@ -31,19 +33,6 @@ from tests.support.collector_rig import RigFactory
 SID = "5e551011-0000-4000-8000-00000000b16f"
 
 
-def fixture_records() -> list[dict[str, object]]:
-    out = []
-    for p in sorted(FIXTURES.glob("*.jsonl")):
-        for raw in p.read_bytes().splitlines():
-            try:
-                rec = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-    return out
-
-
 def big_transcript(path: Path, repeats: int) -> None:
     """The fixtures ``repeats`` times under one session (fresh uuids), a custom title early
     and a last prompt without its answer: title and turn come from both ends."""
@@ -53,12 +42,7 @@ def big_transcript(path: Path, repeats: int) -> None:
         f.write(line({"type": "custom-title", "customTitle": "named early", "sessionId": SID}))
         for _ in range(repeats):
             for rec in recs:
-                rec = dict(rec)
-                if "sessionId" in rec:
-                    rec["sessionId"] = SID
-                if "uuid" in rec:
-                    rec["uuid"] = str(uuid.uuid4())
-                f.write(orjson.dumps(rec) + b"\n")
+                f.write(in_session(rec, SID))
         f.write(user_line(SID, "still working on it"))
 
 

@@ -76,6 +76,34 @@ def progress_line(sid: str) -> bytes:
     return line(record(sid, "progress", data=data))
 
 
+#: Real Claude Code transcripts (tests/data/claude-jsonl).
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "claude-jsonl"
+
+
+def fixture_records() -> list[dict[str, Any]]:
+    """Every JSON object line of the fixture transcripts, in file order."""
+    recs: list[dict[str, Any]] = []
+    for p in sorted(FIXTURES.glob("*.jsonl")):
+        for raw in p.read_bytes().splitlines():
+            try:
+                rec = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                recs.append(rec)
+    return recs
+
+
+def in_session(rec: dict[str, Any], sid: str) -> bytes:
+    """``rec`` as a line of session ``sid``, with a fresh uuid (so a repeat is a new line)."""
+    rec = dict(rec)
+    if "sessionId" in rec:
+        rec["sessionId"] = sid
+    if "uuid" in rec:
+        rec["uuid"] = str(uuid.uuid4())
+    return orjson.dumps(rec) + b"\n"
+
+
 def transcript(claude_dir: Path, sid: str, project: str = "-home-dev-project") -> Path:
     """The path of a main session transcript (its folder created)."""
     d = claude_dir / "projects" / project
