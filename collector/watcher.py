@@ -76,10 +76,8 @@ def _watched_gone(changes: set[tuple[int, str]], targets: dict[Path, int]) -> bo
     return any(change == Change.deleted and Path(path) in targets for change, path in changes)
 
 
-def _tree_touched(changes: set[tuple[int, str]], targets: dict[Path, int]) -> bool:
-    """Whether ``changes`` may have added or removed a directory to watch."""
-    if _watched_gone(changes, targets):
-        return True
+def _dir_added(changes: set[tuple[int, str]]) -> bool:
+    """Whether ``changes`` added a directory (maybe one to watch)."""
     for change, path in changes:
         if change == Change.added:
             with contextlib.suppress(OSError):
@@ -158,10 +156,11 @@ async def _watch(
                 raise RuntimeError("the watch thread received a signal")
             changes: set[tuple[int, str]] = set() if raw == "timeout" else raw
             wake.add({Path(p) for _change, p in changes})
-            if raw != "timeout" and not _tree_touched(changes, targets):
+            gone = _watched_gone(changes, targets)
+            if raw != "timeout" and not gone and not _dir_added(changes):
                 continue
             now = await loop.run_in_executor(pool, watched_dirs, claude, dirs)
-            if now != targets or _watched_gone(changes, targets):
+            if now != targets or gone:
                 new, targets = await loop.run_in_executor(pool, _open, claude, dirs, now)
                 notify.close()
                 notify = new
