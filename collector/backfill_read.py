@@ -103,13 +103,7 @@ def _window(projector: Projector, path: Path, ident: Identity, end: int, events:
         if start < end // 2:
             return 0
         for lines in _batches(path, ident, start, counted, s.max_line_bytes):
-            for ln in lines:
-                p = (
-                    projection.oversize_line(ln.size)
-                    if ln.raw is None
-                    else projection.project_line(ln.raw, data_max_bytes=s.data_max_bytes)
-                )
-                published += p.publish
+            published += sum(projector.project_one(ln).publish for ln in lines)
         if published >= events:
             return start
         counted = start

@@ -29,17 +29,14 @@ class Projector:
         Serialising an event just after its line was parsed, while both are still in the
         CPU cache, saves a few µs per line over a second pass across a 500-line batch.
         """
-        s, m = self.settings, self.metrics
+        m = self.metrics
         out: list[Projected] = []
         encoded: list[OutEvent | None] = []
         nbytes = malformed = 0
         dropped: collections.Counter[str] = collections.Counter()
         for line in lines:
             nbytes += line.size + 1
-            if line.raw is None:
-                p = projection.oversize_line(line.size)
-            else:
-                p = projection.project_line(line.raw, data_max_bytes=s.data_max_bytes)
+            p = self.project_one(line)
             if p.malformed:
                 malformed += 1
             if not p.publish:
@@ -57,6 +54,12 @@ class Projector:
         m.lines_read.inc(len(lines))
         m.bytes_read.inc(nbytes)
         return out, encoded
+
+    def project_one(self, line: Line) -> Projected:
+        """One line's projection (an oversize line's stand-in), counting nothing."""
+        if line.raw is None:
+            return projection.oversize_line(line.size)
+        return projection.project_line(line.raw, data_max_bytes=self.settings.data_max_bytes)
 
     def plan(
         self,
