@@ -41,8 +41,9 @@ log = logging.getLogger(__name__)
 #: The request must be in the log within this time, or the hook gets no decision.
 PUBLISH_WAIT_S = 5.0
 #: A request whose tool call is not in the transcript yet waits this long for it (polling)
-#: before it is published, so it can name its toolUseId.
-MATCH_WAIT_S = 0.5
+#: before it is published, so it can name its toolUseId. The interactive CLI writes the call
+#: a few hundred ms after it called the hook, seconds later on a loaded machine.
+MATCH_WAIT_S = 2.0
 MATCH_POLL_S = 0.05
 #: How often a held request looks at Redis (decision, watchers) besides the command push.
 POLL_S = 0.5
@@ -186,6 +187,8 @@ class Approvals:
         if not host:
             log.info("approvals: %s %s: unknown session, no decision", sid, name)
             return "unknown_session", {}
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
         key = uuid.uuid4().hex
         expires = now_ms() + int(s.approval_timeout_seconds * 1000)
         taken = {h.tool_use_id for h in self.held.values() if h.sid == sid and h.tool_use_id}
@@ -195,8 +198,7 @@ class Approvals:
         tool_use_id, edit = await asyncio.to_thread(
             preview.describe, transcript, name, tool_input, taken, _text(cwd)
         )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + MATCH_WAIT_S
+        deadline = asked + MATCH_WAIT_S
         while tool_use_id is None and transcript is not None and loop.time() < deadline:
             # the CLI may flush its tool_use line just after calling the hook
             await asyncio.sleep(MATCH_POLL_S)
@@ -230,7 +232,14 @@ class Approvals:
             if not await self._publish(sid, frame, frames.PERMISSION_REQUEST, wait=True):
                 await self._finish(held, (approvals.CANCELLED, None), claim=True)
                 return "unavailable", {}
-            log.info("approvals: %s %s held as %s (tool %s)", sid, name, key, tool_use_id or "-")
+            log.info(
+                "approvals: %s %s held as %s (tool %s, published after %.0f ms)",
+                sid,
+                name,
+                key,
+                tool_use_id or "-",
+                (loop.time() - asked) * 1000,
+            )
             decision = await self._hold(held, expires, gone)
             decision = await self._finish(
                 held, decision, claim=decision[0] not in approvals.CLIENT_DECISIONS
