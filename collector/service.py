@@ -28,7 +28,7 @@ from relaybus.shared.aio import Backoff, sleep_unless, supervise
 from relaybus.shared.preflight import StartupError, collector_dirs
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import EpochChanged
-from relaybus.shared.store.connection import REDIS_UNAVAILABLE, connect
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE, Connects, connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.approvals import PERMISSION_DECISION
 from relaybus.shared.wire.commands import LOAD_HISTORY
@@ -41,6 +41,9 @@ CLOSING_POLL_S = 0.1
 #: Batches read from one file before the other changed files get their turn.
 ROUND_BATCHES = 4
 RESCAN_S = 2.0
+#: How often the committed offsets are compared with Redis's even without a reconnect seen
+#: (a cluster client's reconnects are not counted).
+VERIFY_S = 30.0
 SHUTDOWN_S = 5.0
 
 
@@ -49,22 +52,28 @@ async def drive(
     wake: Wake,
     stop: asyncio.Event,
     metrics: CollectorMetrics,
+    connects: Connects,
 ) -> None:
     """The engine loop: sync what changed, apply its inbox, run timers, survive Redis
     outages and data loss."""
     loop = asyncio.get_running_loop()
     need_start, down, backoff, next_tick = True, False, Backoff(), 0.0
-    verify = False
+    verify, opened, next_verify = False, 0, 0.0
     while not stop.is_set():
         try:
             if need_start:
                 wake.take()
+                opened = connects.opened
                 await engine.start()
                 need_start = False
             else:
-                if verify:  # reconnected: a failover may have lost acknowledged appends
+                # A new connection may be to a promoted replica that lost acknowledged
+                # appends, even when no command failed (redis-py reconnects silently).
+                if connects.opened != opened or loop.time() >= next_verify:
+                    opened, verify = connects.opened, True
+                if verify:
                     await engine.filesync.verify()
-                    verify = False
+                    verify, next_verify = False, loop.time() + VERIFY_S
                 paths, processes, full = wake.take()
                 more: set[Path] = set()
                 if full:
@@ -147,7 +156,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     dirs = collector_dirs(settings)
     registry = CollectorRegistry()
     metrics = CollectorMetrics(registry)
-    client = connect(settings)
+    connects = Connects()
+    client = connect(settings, connects=connects)
     wake = Wake(settings.claude_dir)
     engine = Engine(settings, Publisher(client, settings, metrics), metrics, wake=wake.event.set)
     approvals = Approvals(settings, engine.inbox, metrics.approvals)
@@ -161,7 +171,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     )
     engine.pub.traces = commands.traces
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
-        "engine": lambda: drive(engine, wake, stop, metrics),
+        "engine": lambda: drive(engine, wake, stop, metrics, connects),
         "commands": lambda: commands.run(stop),
         "approvals": lambda: approvals.serve(stop),
         "watcher": lambda: watch(

@@ -64,6 +64,20 @@ class RedisRefused(Exception):
     help; the message is one line naming ``RELAYBUS_REDIS_URL`` and the fix."""
 
 
+class Connects:
+    """How many connections a client has opened. redis-py reconnects without a word (a
+    health-check PING or a retried command opens a new connection), so code that must notice
+    a reconnect (it may be to a promoted replica that lost writes) counts them here."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    async def handshake(self, conn: Any) -> None:
+        """redis-py's ``redis_connect_func``: the usual handshake (AUTH, SELECT, …), counted."""
+        await conn.on_connect()
+        self.opened += 1
+
+
 class SentinelRedis(aioredis.Redis):
     """A client of the primary the Sentinels name; closing it closes its Sentinel clients."""
 
@@ -76,9 +90,15 @@ class SentinelRedis(aioredis.Redis):
             await self.manager.aclose()
 
 
-def connect(settings: Settings, *, block_ms: int = 0) -> aioredis.Redis:
+def connect(
+    settings: Settings, *, block_ms: int = 0, connects: Connects | None = None
+) -> aioredis.Redis:
     """A client for ``settings.redis_url`` (or the Sentinels' primary). ``block_ms`` widens
-    the read timeout for XREAD BLOCK."""
+    the read timeout for XREAD BLOCK; ``connects`` counts the connections it opens (not in
+    cluster mode: redis-py's cluster client takes no connect callback)."""
+    options: dict[str, Any] = {}
+    if connects is not None and not settings.redis_cluster:
+        options["redis_connect_func"] = connects.handshake
     return _client(
         settings,
         timeout_s=settings.redis_socket_timeout_s + block_ms / 1000,
@@ -87,6 +107,7 @@ def connect(settings: Settings, *, block_ms: int = 0) -> aioredis.Redis:
         health_check_interval=settings.redis_health_check_interval_s,
         retry_on_timeout=False,
         decode_responses=False,
+        **options,
     )
 
 
