@@ -240,7 +240,7 @@ class Approvals:
                 tool_use_id or "-",
                 (loop.time() - asked) * 1000,
             )
-            decision = await self._hold(held, expires, gone)
+            decision = await self._hold(held, asked + s.approval_timeout_seconds, gone)
             decision = await self._finish(
                 held, decision, claim=decision[0] not in approvals.CLIENT_DECISIONS
             )
@@ -258,12 +258,14 @@ class Approvals:
             return decision[0], {}
         return approvals.CANCELLED, {}
 
-    async def _hold(self, held: Held, expires_ms: int, gone: asyncio.Future[bytes]) -> Decision:
-        """Wait for the decision, the timeout, the hook leaving, or (watched) the watchers leaving."""
+    async def _hold(self, held: Held, deadline: float, gone: asyncio.Future[bytes]) -> Decision:
+        """Wait for the decision, the timeout (``deadline`` on the loop's clock: a step of the
+        wall clock must not cut a hold short), the hook leaving, or (watched) the watchers
+        leaving."""
         unwatched_since: float | None = None
         loop = asyncio.get_running_loop()
         while True:
-            left = (expires_ms - now_ms()) / 1000
+            left = deadline - loop.time()
             if left <= 0:
                 return (approvals.TIMED_OUT, None)
             waits: set[asyncio.Future[Any]] = {held.decided, gone}
