@@ -76,7 +76,9 @@ class SentinelRig:
     def sentinels(self) -> str:
         return ",".join(f"127.0.0.1:{s.port}" for s in self.watchers)
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Primary, replica and Sentinels up and aware of each other. Sentinels announce
+        themselves every 2 s; on a loaded machine meeting took more than 30 s once."""
         self.primary.start()
         self.replica.start()
         with self.replica.client() as c:
