@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import os
 import sys
 import tempfile
@@ -71,14 +72,18 @@ async def e2e_buckets(st: Stack) -> dict[float, float]:
 
 def bucket_quantiles(before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
     """p50 / p99 of the samples between two scrapes, as the bucket bounds they fall under
-    (ms): what the gateway itself adds, whatever the clients' backlog."""
+    (ms): what the gateway itself adds, whatever the clients' backlog. Past the top bound
+    it is the string ``"+Inf"`` (JSON has no infinity)."""
     bounds = sorted(after)
     counts = [after[b] - before.get(b, 0.0) for b in bounds]
     total = counts[-1] if counts else 0.0
     res: dict[str, Any] = {"samples": int(total)}
     for name, q in (("p50_le", 0.5), ("p99_le", 0.99)):
         hit = next((b for b, c in zip(bounds, counts, strict=True) if c >= q * total), None)
-        res[name] = None if hit is None or not total else round(hit * 1000, 1)
+        if hit is None or not total:
+            res[name] = None
+        else:
+            res[name] = "+Inf" if math.isinf(hit) else round(hit * 1000, 1)
     return res
 
 
