@@ -17,6 +17,10 @@ session's events and listed hash fields (equal digests = the same outcome), and 
 the collector's heartbeat key was found expired meanwhile (its TTL is 15 s: a loop blocked
 longer loses it).
 
+With ``--stop-after S`` each size also gets a ``stopped`` run per variant: the collector is
+sent SIGTERM ``S`` seconds after its spawn (mid-backfill for a big file) and the seconds it
+takes to exit are recorded (a stop abandons the read; before, it waited for the read's end).
+
 ``--repeat N`` makes N rounds of each size and mode (medians in the result). With
 ``--baseline REF`` each run is also made, interleaved (A, B, A, B …), by the
 collector of git ``REF`` (its tree exported to a temporary folder and put first on
@@ -148,6 +152,43 @@ def run_once(
     }
 
 
+def run_stop(
+    srv: RedisServer, root: Path, data: Path, after_s: float, variant: str, src: Path | None
+) -> dict[str, Any]:
+    """One collector over ``data`` (recent), sent SIGTERM ``after_s`` after its spawn."""
+    ns = f"bs{uuid.uuid4().hex[:8]}"
+    claude = root / ns
+    (claude / "sessions").mkdir(parents=True)
+    path = transcript(claude, SID)
+    os.link(data, path)
+    env = {"RELAYBUS_BACKFILL_MAX_AGE_HOURS": "24", "RELAYBUS_BACKFILL_EVENTS": "200"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    proc = CollectorProc(
+        redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench", env=env
+    )
+    proc.start(wait_ready_s=0)
+    try:
+        time.sleep(after_s)
+        client = srv.client()
+        committed = client.hget(Keys(ns).offsets("bench"), path.relative_to(claude).as_posix())
+        client.close()
+        t0 = time.perf_counter()
+        rc = proc.terminate(timeout_s=600)
+        seconds = time.perf_counter() - t0
+    finally:
+        proc.stop()
+        path.unlink()
+    return {
+        "variant": variant,
+        "mode": "stopped",
+        "stop_after_s": after_s,
+        "committed_before_stop": committed is not None,
+        "seconds_to_exit": round(seconds, 3),
+        "exit_code": rc,
+    }
+
+
 def export_tree(ref: str, into: Path) -> Path:
     """``git archive REF`` unpacked into ``into`` (the symlinked package layout kept)."""
     into.mkdir(parents=True)
@@ -163,6 +204,9 @@ def main() -> None:
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[50, 200, 1000])
     ap.add_argument("--baseline", default=None, help="git ref to compare with (interleaved)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of each size and mode")
+    ap.add_argument(
+        "--stop-after", type=float, default=None, help="also time a SIGTERM this long in"
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     kinds = server_binaries()
@@ -175,6 +219,7 @@ def main() -> None:
     ).stdout.strip()
     result["current_ref"] = head
     runs: list[dict[str, Any]] = []
+    stops: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         variants: list[tuple[str, Path | None]] = []
@@ -194,10 +239,19 @@ def main() -> None:
                             r.update(size_mib=round(end / MB, 1), round=round_)
                             print(orjson.dumps(r).decode(), flush=True)
                             runs.append(r)
+                for round_ in range(args.repeat if args.stop_after is not None else 0):
+                    for variant, src in variants:
+                        assert args.stop_after is not None
+                        r = run_stop(srv, root, data, args.stop_after, variant, src)
+                        r.update(size_mib=round(end / MB, 1), round=round_)
+                        print(orjson.dumps(r).decode(), flush=True)
+                        stops.append(r)
                 data.unlink()
         finally:
             srv.stop()
     result["runs"] = runs
+    if stops:
+        result["stops"] = stops
     result["median_seconds_to_commit"] = {
         f"{v}/{size}/{mode}": statistics.median(
             r["seconds_to_commit"]

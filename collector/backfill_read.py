@@ -14,6 +14,9 @@ Claude Code transcripts reach hundreds of MB. So :func:`collapse` reads
    order, the others skipped;
 3. the window, projected and planned whole.
 
+It runs in a thread. Setting ``abandon`` (the collector stops) makes it raise
+:class:`Abandoned` at its next batch, so a stop does not wait for a huge file's read.
+
 The plan so sees every line that changes its state, in order, and the window supplies the
 events, so the outcome is that of a full read as long as timestamps do not go backwards
 (the last activity and a ``session_started`` time are the newest timestamps: the window's).
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +48,15 @@ BATCH_BYTES = 4 * 1024 * 1024
 LINES_PER_EVENT = 3
 
 
+class Abandoned(Exception):
+    """The read was given up: its ``abandon`` event was set."""
+
+
+def _check(abandon: threading.Event | None) -> None:
+    if abandon is not None and abandon.is_set():
+        raise Abandoned
+
+
 @dataclass(slots=True)
 class Read:
     """A finished plan and what was read for it."""
@@ -59,28 +72,40 @@ class Read:
 
 
 def collapse(
-    projector: Projector, new_plan: Callable[[], BatchPlan], path: Path, ident: Identity, end: int
+    projector: Projector,
+    new_plan: Callable[[], BatchPlan],
+    path: Path,
+    ident: Identity,
+    end: int,
+    *,
+    abandon: threading.Event | None = None,
 ) -> Read:
     """Plan the backfill of the complete lines before ``end`` (a line end) with
     ``new_plan()`` (a collapsing plan), reading as little of the file whole as it can."""
     plan = new_plan()
     events = projector.settings.backfill_events
     if not plan.orig.turn.backstopped:
-        start = _window(projector, path, ident, end, events)
+        start = _window(projector, path, ident, end, events, abandon)
         if start > 0:
-            read = _split(projector, plan, path, ident, start, end)
+            read = _split(projector, plan, path, ident, start, end, abandon)
             if read.plan.published >= events and read.plan.state.has_content:
                 return read
             plan = new_plan()
-    return _whole(projector, plan, path, ident, end)
+    return _whole(projector, plan, path, ident, end, abandon)
 
 
 def _batches(
-    path: Path, ident: Identity, start: int, stop: int, max_line_bytes: int
+    path: Path,
+    ident: Identity,
+    start: int,
+    stop: int,
+    max_line_bytes: int,
+    abandon: threading.Event | None = None,
 ) -> Iterator[list[Line]]:
     """The complete lines between ``start`` and ``stop`` (line ends), in bounded batches."""
     cursor = FileTail(path, ident, start)
     while cursor.offset < stop:
+        _check(abandon)
         lines = cursor.read(
             max_lines=BATCH_LINES, max_bytes=BATCH_BYTES, max_line_bytes=max_line_bytes
         )
@@ -91,7 +116,14 @@ def _batches(
         cursor.commit(lines[-1].end)
 
 
-def _window(projector: Projector, path: Path, ident: Identity, end: int, events: int) -> int:
+def _window(
+    projector: Projector,
+    path: Path,
+    ident: Identity,
+    end: int,
+    events: int,
+    abandon: threading.Event | None,
+) -> int:
     """Start of the last lines before ``end`` that hold ``events`` published lines; 0 when
     those reach back past the file's first half (reading it whole costs about as much).
     Each line is projected once here however often the window grows."""
@@ -102,7 +134,7 @@ def _window(projector: Projector, path: Path, ident: Identity, end: int, events:
         start = backfill.tail_start(path, end, lines=n_lines, max_bytes=end)
         if start < end // 2:
             return 0
-        for lines in _batches(path, ident, start, counted, s.max_line_bytes):
+        for lines in _batches(path, ident, start, counted, s.max_line_bytes, abandon):
             published += sum(projector.project_one(ln).publish for ln in lines)
         if published >= events:
             return start
@@ -118,12 +150,18 @@ def _plan(projector: Projector, plan: BatchPlan, lines: list[Line]) -> None:
 
 
 def _split(
-    projector: Projector, plan: BatchPlan, path: Path, ident: Identity, start: int, end: int
+    projector: Projector,
+    plan: BatchPlan,
+    path: Path,
+    ident: Identity,
+    start: int,
+    end: int,
+    abandon: threading.Event | None,
 ) -> Read:
     """The lines before ``start`` for the state alone, then the window whole."""
     max_line_bytes = projector.settings.max_line_bytes
     st = plan.state
-    scan = _Scan(path, ident, start, max_line_bytes, st)
+    scan = _Scan(path, ident, start, max_line_bytes, st, abandon)
     projected = 0
     for ln in scan.lines():
         if ln.raw is None:
@@ -138,7 +176,7 @@ def _split(
             _plan(projector, plan, [ln])  # one at a time: it may change what matters next
             projected += 1
     read, last = scan.read, start
-    for lines in _batches(path, ident, start, end, max_line_bytes):
+    for lines in _batches(path, ident, start, end, max_line_bytes, abandon):
         _plan(projector, plan, lines)
         read += len(lines)
         projected += len(lines)
@@ -157,11 +195,18 @@ class _Scan:
     """
 
     def __init__(
-        self, path: Path, ident: Identity, stop: int, max_line_bytes: int, st: SessionState
+        self,
+        path: Path,
+        ident: Identity,
+        stop: int,
+        max_line_bytes: int,
+        st: SessionState,
+        abandon: threading.Event | None = None,
     ) -> None:
         self.path, self.ident, self.stop = path, ident, stop
         self.max_line_bytes = max_line_bytes
         self.st = st
+        self.abandon = abandon
         self.read = 0
 
     def lines(self) -> Iterator[Line]:
@@ -174,6 +219,7 @@ class _Scan:
                 return
             pos = 0
             while pos < self.stop:
+                _check(self.abandon)
                 chunk = os.pread(fd, min(BATCH_BYTES, self.stop - pos), pos)
                 cut = chunk.rfind(b"\n") + 1
                 if cut == 0:  # one line longer than a chunk (or nothing left)
@@ -243,10 +289,17 @@ class _Scan:
                     find(leaf.encode(), e + 1)
 
 
-def _whole(projector: Projector, plan: BatchPlan, path: Path, ident: Identity, end: int) -> Read:
+def _whole(
+    projector: Projector,
+    plan: BatchPlan,
+    path: Path,
+    ident: Identity,
+    end: int,
+    abandon: threading.Event | None = None,
+) -> Read:
     """Every line projected and planned, in bounded batches."""
     read, last = 0, 0
-    for lines in _batches(path, ident, 0, end, projector.settings.max_line_bytes):
+    for lines in _batches(path, ident, 0, end, projector.settings.max_line_bytes, abandon):
         _plan(projector, plan, lines)
         read += len(lines)
         last = lines[-1].end

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,12 +188,19 @@ class FileSync:
         def new_plan() -> BatchPlan:
             return self.projector.plan(state, collapse=True, agent_id=agent, parent=parent)
 
+        abandon = threading.Event()
         try:
             # In a thread: a huge file takes seconds, and the heartbeat, the commands and the
             # approvals keep their loop meanwhile (the engine task waits here; the plan works
             # on copies of the state, which only the engine task changes).
             read = await asyncio.to_thread(
-                backfill_read.collapse, self.projector, new_plan, tail.path, ident, end
+                backfill_read.collapse,
+                self.projector,
+                new_plan,
+                tail.path,
+                ident,
+                end,
+                abandon=abandon,
             )
             plan = read.plan
             tail.offset = read.end
@@ -206,6 +214,7 @@ class FileSync:
             await self._conflict(entry, exc.committed)
             return
         except BaseException:
+            abandon.set()  # cancelled (the collector stops): the thread ends at its next batch
             tail.offset = 0
             raise
         self.owner.accepted(plan.state, [])

@@ -3,10 +3,12 @@ a full read (real transcripts from tests/data/claude-jsonl, a real server)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
 import orjson
+import pytest
 from prometheus_client import CollectorRegistry
 
 from relaybus.collector import backfill, backfill_read
@@ -197,3 +199,47 @@ def test_a_window_with_nothing_to_show_is_read_whole(tmp_path: Path) -> None:
     path.write_bytes(progress_line(SID) + middle + b"".join(line(att) for _ in range(100)))
     _whole, split = _both(path, SessionState(SID), 20)
     assert split.window == 0 and split.plan.state.has_content
+
+
+class _SetAfter(threading.Event):
+    """An event that reads as set from its ``n + 1``-th look on, counting the looks."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.looks = n, 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        return self.looks > self.n
+
+
+@pytest.mark.parametrize("backstopped", [False, True], ids=["split", "whole"])
+def test_an_abandoned_read_stops_at_its_next_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backstopped: bool
+) -> None:
+    """The collector stopping sets ``abandon``: the read (in its thread) raises Abandoned at
+    the next batch or chunk, wherever it is, instead of reading the file to its end."""
+    monkeypatch.setattr(backfill_read, "BATCH_LINES", 100)  # small batches: a small file
+    monkeypatch.setattr(backfill_read, "BATCH_BYTES", 16 * 1024)  # reads in many of them
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(_pairs(1_000))
+    settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=20)
+    projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
+    pr = probe(path)
+    assert pr is not None and pr.identity is not None
+    end = backfill.last_line_end(path, pr.size)
+    state = SessionState(SID)
+    state.turn.backstopped = backstopped
+
+    def new_plan() -> BatchPlan:
+        return projector.plan(state, collapse=True)
+
+    never = _SetAfter(10**9)
+    done = backfill_read.collapse(projector, new_plan, path, pr.identity, end, abandon=never)
+    assert done.end == end and (done.window > 0) is not backstopped
+    assert never.looks > 4
+    for n in (0, never.looks // 2, never.looks - 1):
+        with pytest.raises(backfill_read.Abandoned):
+            backfill_read.collapse(
+                projector, new_plan, path, pr.identity, end, abandon=_SetAfter(n)
+            )
