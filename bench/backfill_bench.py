@@ -153,7 +153,13 @@ def run_once(
 
 
 def run_stop(
-    srv: RedisServer, root: Path, data: Path, after_s: float, variant: str, src: Path | None
+    srv: RedisServer,
+    root: Path,
+    data: Path,
+    end: int,
+    after_s: float,
+    variant: str,
+    src: Path | None,
 ) -> dict[str, Any]:
     """One collector over ``data`` (recent), sent SIGTERM ``after_s`` after its spawn."""
     ns = f"bs{uuid.uuid4().hex[:8]}"
@@ -161,6 +167,7 @@ def run_stop(
     (claude / "sessions").mkdir(parents=True)
     path = transcript(claude, SID)
     os.link(data, path)
+    os.utime(path)  # recent (an "old" run before set the shared inode's mtime back)
     env = {"RELAYBUS_BACKFILL_MAX_AGE_HOURS": "24", "RELAYBUS_BACKFILL_EVENTS": "200"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -171,8 +178,9 @@ def run_stop(
     try:
         time.sleep(after_s)
         client = srv.client()
-        committed = client.hget(Keys(ns).offsets("bench"), path.relative_to(claude).as_posix())
+        value = client.hget(Keys(ns).offsets("bench"), path.relative_to(claude).as_posix())
         client.close()
+        committed = isinstance(value, bytes) and int(value.split(b":")[0]) >= end
         t0 = time.perf_counter()
         rc = proc.terminate(timeout_s=600)
         seconds = time.perf_counter() - t0
@@ -183,7 +191,7 @@ def run_stop(
         "variant": variant,
         "mode": "stopped",
         "stop_after_s": after_s,
-        "committed_before_stop": committed is not None,
+        "backfill_done_before_stop": committed,
         "seconds_to_exit": round(seconds, 3),
         "exit_code": rc,
     }
@@ -242,7 +250,7 @@ def main() -> None:
                 for round_ in range(args.repeat if args.stop_after is not None else 0):
                     for variant, src in variants:
                         assert args.stop_after is not None
-                        r = run_stop(srv, root, data, args.stop_after, variant, src)
+                        r = run_stop(srv, root, data, end, args.stop_after, variant, src)
                         r.update(size_mib=round(end / MB, 1), round=round_)
                         print(orjson.dumps(r).decode(), flush=True)
                         stops.append(r)
