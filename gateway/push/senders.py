@@ -87,6 +87,12 @@ class WebPushSender:
             self._session = None
 
 
+def apprise_target(url: str) -> str:
+    """The id a notification URL's claims are stored under (never the URL: it holds the
+    service's credentials)."""
+    return "apprise:" + hashlib.sha256(url.encode()).hexdigest()[:12]
+
+
 class AppriseSender:
     """One Apprise target per URL, so a retry resends only to the service that failed."""
 
@@ -99,7 +105,7 @@ class AppriseSender:
                     # Apprise spaces requests to a service (ntfy: 5.5 s) to be polite to shared
                     # servers; relaybus sends a few per minute and a person waits on each.
                     plugin.request_rate_per_sec = 0
-                self.targets["apprise:" + hashlib.sha256(url.encode()).hexdigest()[:12]] = a
+                self.targets[apprise_target(url)] = a
             else:  # never echo the URL: it holds the service's credentials
                 log.error(
                     "RELAYBUS_NOTIFY_URLS: entry %d is not a URL Apprise knows",
