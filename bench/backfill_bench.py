@@ -93,10 +93,12 @@ def digest(client: redis.Redis, keys: Keys) -> str:
     return h.hexdigest()[:16]
 
 
-def run_once(
-    srv: RedisServer, root: Path, data: Path, end: int, mode: str, variant: str, src: Path | None
-) -> dict[str, Any]:
-    """One collector over a claude dir holding only ``data`` (hard-linked), until committed."""
+def collector_over(
+    srv: RedisServer, root: Path, data: Path, mode: str, src: Path | None
+) -> tuple[CollectorProc, Keys, Path, str]:
+    """A collector (not started) over a new claude dir holding only ``data``, hard-linked with
+    the mode's mtime (the inode is shared: every run sets it). (collector, keys, the link,
+    its offsets field)."""
     ns = f"bf{uuid.uuid4().hex[:8]}"
     claude = root / ns
     (claude / "sessions").mkdir(parents=True)
@@ -107,12 +109,18 @@ def run_once(
     env = {"RELAYBUS_BACKFILL_MAX_AGE_HOURS": "24", "RELAYBUS_BACKFILL_EVENTS": "200"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
-    keys = Keys(ns)
-    field = path.relative_to(claude).as_posix()
-    client = srv.client()
     proc = CollectorProc(
         redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench", env=env
     )
+    return proc, Keys(ns), path, path.relative_to(claude).as_posix()
+
+
+def run_once(
+    srv: RedisServer, root: Path, data: Path, end: int, mode: str, variant: str, src: Path | None
+) -> dict[str, Any]:
+    """One collector over a claude dir holding only ``data`` (hard-linked), until committed."""
+    proc, keys, path, field = collector_over(srv, root, data, mode, src)
+    client = srv.client()
     t0 = time.perf_counter()
     proc.start(wait_ready_s=0)
     try:
@@ -162,23 +170,12 @@ def run_stop(
     src: Path | None,
 ) -> dict[str, Any]:
     """One collector over ``data`` (recent), sent SIGTERM ``after_s`` after its spawn."""
-    ns = f"bs{uuid.uuid4().hex[:8]}"
-    claude = root / ns
-    (claude / "sessions").mkdir(parents=True)
-    path = transcript(claude, SID)
-    os.link(data, path)
-    os.utime(path)  # recent (an "old" run before set the shared inode's mtime back)
-    env = {"RELAYBUS_BACKFILL_MAX_AGE_HOURS": "24", "RELAYBUS_BACKFILL_EVENTS": "200"}
-    if src is not None:
-        env["PYTHONPATH"] = str(src)
-    proc = CollectorProc(
-        redis_url=srv.url, namespace=ns, claude_dir=claude, host_id="bench", env=env
-    )
+    proc, keys, path, field = collector_over(srv, root, data, "recent", src)
     proc.start(wait_ready_s=0)
     try:
         time.sleep(after_s)
         client = srv.client()
-        value = client.hget(Keys(ns).offsets("bench"), path.relative_to(claude).as_posix())
+        value = client.hget(keys.offsets("bench"), field)
         client.close()
         committed = isinstance(value, bytes) and int(value.split(b":")[0]) >= end
         t0 = time.perf_counter()

@@ -75,21 +75,36 @@ def test_every_stateful_fixture_line_is_found_by_the_search(tmp_path: Path) -> N
     assert len(found) < scan.read / 4  # most lines are never split off
 
 
+class _Reader:
+    """A transcript read as a backfill reads it, whole or collapsed, into ``state``."""
+
+    def __init__(self, path: Path, state: SessionState, events: int) -> None:
+        settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=events)
+        self.projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
+        pr = probe(path)
+        assert pr is not None and pr.identity is not None
+        self.path, self.ident, self.state = path, pr.identity, state
+        self.end = backfill.last_line_end(path, pr.size)
+
+    def new_plan(self) -> BatchPlan:
+        return self.projector.plan(self.state, collapse=True)
+
+    def whole(self) -> backfill_read.Read:
+        return backfill_read._whole(
+            self.projector, self.new_plan(), self.path, self.ident, self.end
+        )
+
+    def collapse(self, abandon: threading.Event | None = None) -> backfill_read.Read:
+        return backfill_read.collapse(
+            self.projector, self.new_plan, self.path, self.ident, self.end, abandon=abandon
+        )
+
+
 def test_collapse_equals_a_full_read_and_projects_a_fraction(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     big_transcript(path, repeats=2)
-    settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=40)
-    projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
-    pr = probe(path)
-    assert pr is not None and pr.identity is not None
-    end = backfill.last_line_end(path, pr.size)
-    state = SessionState(SID)
-
-    def new_plan() -> BatchPlan:
-        return projector.plan(state, collapse=True)
-
-    whole = backfill_read._whole(projector, new_plan(), path, pr.identity, end)
-    split = backfill_read.collapse(projector, new_plan, path, pr.identity, end)
+    reader = _Reader(path, SessionState(SID), 40)
+    whole, split, end = reader.whole(), reader.collapse(), reader.end
     assert split.window > 0 and split.end == whole.end == end
     assert split.projected < whole.projected / 3  # most lines were only searched
     assert [(e.kind, e.prefix) for e in split.plan.events] == [
@@ -140,17 +155,8 @@ async def test_engine_backfill_of_a_big_file_publishes_what_a_full_read_would(
 
 
 def _both(path: Path, state: SessionState, events: int) -> tuple[backfill_read.Read, ...]:
-    settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=events)
-    projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
-    pr = probe(path)
-    assert pr is not None and pr.identity is not None
-    end = backfill.last_line_end(path, pr.size)
-
-    def new_plan() -> BatchPlan:
-        return projector.plan(state, collapse=True)
-
-    whole = backfill_read._whole(projector, new_plan(), path, pr.identity, end)
-    split = backfill_read.collapse(projector, new_plan, path, pr.identity, end)
+    reader = _Reader(path, state, events)
+    whole, split, end = reader.whole(), reader.collapse(), reader.end
     assert [(e.kind, e.prefix) for e in split.plan.events] == [
         (e.kind, e.prefix) for e in whole.plan.events
     ]
@@ -223,23 +229,13 @@ def test_an_abandoned_read_stops_at_its_next_batch(
     monkeypatch.setattr(backfill_read, "BATCH_BYTES", 16 * 1024)  # reads in many of them
     path = tmp_path / "a.jsonl"
     path.write_bytes(_pairs(1_000))
-    settings = make_settings("redis://127.0.0.1:1/0", "ns", backfill_events=20)
-    projector = Projector(settings, CollectorMetrics(CollectorRegistry()))
-    pr = probe(path)
-    assert pr is not None and pr.identity is not None
-    end = backfill.last_line_end(path, pr.size)
     state = SessionState(SID)
     state.turn.backstopped = backstopped
-
-    def new_plan() -> BatchPlan:
-        return projector.plan(state, collapse=True)
-
+    reader = _Reader(path, state, 20)
     never = _SetAfter(10**9)
-    done = backfill_read.collapse(projector, new_plan, path, pr.identity, end, abandon=never)
-    assert done.end == end and (done.window > 0) is not backstopped
+    done = reader.collapse(never)
+    assert done.end == reader.end and (done.window > 0) is not backstopped
     assert never.looks > 4
     for n in (0, never.looks // 2, never.looks - 1):
         with pytest.raises(backfill_read.Abandoned):
-            backfill_read.collapse(
-                projector, new_plan, path, pr.identity, end, abandon=_SetAfter(n)
-            )
+            reader.collapse(_SetAfter(n))
