@@ -69,9 +69,8 @@ async def drive(
             else:
                 # A new connection may be to a promoted replica that lost acknowledged
                 # appends, even when no command failed (redis-py reconnects silently).
-                if connects.opened != opened or loop.time() >= next_verify:
-                    opened, verify = connects.opened, True
-                if verify:
+                if verify or connects.opened != opened or loop.time() >= next_verify:
+                    opened = connects.opened
                     await engine.filesync.verify()
                     verify, next_verify = False, loop.time() + VERIFY_S
                 paths, processes, full = wake.take()
