@@ -79,10 +79,13 @@ async def _drive_traffic(gateway: GatewayProc, claude_dir: Path) -> None:
     Waits are long: other test suites may load the machine."""
     sid = str(uuid.uuid4())
     path = transcript(claude_dir, sid)
-    append(path, user_line(sid, "first") + progress_line(sid))
     async with WsClient(gateway.ws, token=TOKEN) as ws:
         await ws.send({"type": "hello", "capabilities": FULL})
         await ws.expect("welcome", WAIT_S)
+        # written once welcomed: session_started is broadcast live, never replayed to a
+        # hello without lastSeqId (a fast collector published it before a loaded gateway's
+        # welcome once, and the wait below ran out)
+        append(path, user_line(sid, "first") + progress_line(sid))
         await ws.until(lambda _: any(f["type"] == "session_started" for f in ws.received), WAIT_S)
         await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
         await ws.expect("watch_ack", WAIT_S)
