@@ -88,6 +88,8 @@ GATEWAY_FIELDS = [
     "push_claim_idle_s",
     "push_max_age_s",
     "push_ttl_s",
+    "push_endpoint_allow",
+    "push_rate_limit_per_min",
     "notify_urls",
 ]
 #: Settings read from the environment only, never a flag: name -> why (checked by

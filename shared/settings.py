@@ -404,6 +404,17 @@ class Settings(BaseSettings):
         le=2_419_200,
         description="how long a push service keeps an undelivered notification (a permission request: until it expires)",
     )
+    push_endpoint_allow: str = Field(
+        default="",
+        max_length=4096,
+        description="comma-separated hosts or host:port a device's push endpoint may name besides the browsers' push services (https only, public addresses): listed ones may be http, loopback or private (a local push service)",
+    )
+    push_rate_limit_per_min: int = Field(
+        default=30,
+        ge=1,
+        le=6000,
+        description="/push/subscription requests per token, and /push/decide requests per client address, a minute on each gateway (bursts up to this many); more get 429",
+    )
     notify_urls: SecretStr = Field(
         default=SecretStr(""),
         description="Apprise URLs (ntfy://, tgram://, slack://, json://, mailto://, …), separated by spaces or commas",
@@ -452,6 +463,19 @@ class Settings(BaseSettings):
         """WAIT must follow the append on its connection; a cluster pipeline sends it elsewhere."""
         if v and info.data.get("redis_cluster"):
             raise ValueError("is not supported with RELAYBUS_REDIS_CLUSTER (set it to 0)")
+        return v
+
+    @field_validator("push_endpoint_allow")
+    @classmethod
+    def _parsable_endpoint_allow(cls, v: str) -> str:
+        for entry in v.split(","):
+            parts = urlsplit(f"//{entry.strip()}")
+            try:
+                parts.port  # noqa: B018 - parsing is the check
+            except ValueError:
+                raise ValueError(f"{entry.strip()!r} has an invalid port") from None
+            if entry.strip() and not parts.hostname:
+                raise ValueError(f"{entry.strip()!r} names no host (host or host:port)")
         return v
 
     @field_validator("claude_dir", mode="before")

@@ -2,56 +2,71 @@
 
 * ``GET /push/key`` — ``{publicKey}``, the ``applicationServerKey`` for ``pushManager.subscribe``.
 * ``PUT /push/subscription`` (token) — ``{subscription, prefs?}``: store or update this
-  device; approvals only reach subscriptions of full-access tokens. ``DELETE`` with
-  ``{endpoint}`` removes it; ``POST /push/subscription/get`` with ``{endpoint}`` reads its prefs.
+  device; approvals only reach subscriptions of full-access tokens. The endpoint must be a
+  browser's push service or a host of ``RELAYBUS_PUSH_ENDPOINT_ALLOW`` (:mod:`.endpoints`), and
+  one held by another token is refused (409). ``DELETE`` with ``{endpoint}`` removes it;
+  ``POST /push/subscription/get`` with ``{endpoint}`` reads its prefs.
 * ``POST /push/decide`` — ``{cap, decision: allow|deny}``: the capability a notification
   carries decides its one request, once, until the request expires. It is the only
   credential there: a leaked notification payload can do nothing else.
+
+Each gateway limits the subscription routes per token and ``/push/decide`` per client address
+(``RELAYBUS_PUSH_RATE_LIMIT_PER_MIN``; 429 with ``Retry-After``); bodies over
+:data:`BODY_MAX_BYTES` are refused unread.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from relaybus.gateway.auth import Access, token_from_request
+from relaybus.gateway.push.limits import RateLimiter
+from relaybus.gateway.push.senders import keys_ok
 from relaybus.gateway.push.service import PushService
 from relaybus.gateway.push.store import Prefs, Subscription, fingerprint
 from relaybus.shared.wire import approvals as ap
 
 BODY_MAX_BYTES = 8192
-ENDPOINT_MAX = 2048
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": code, "message": message}, status_code=status)
 
 
+def _limited(wait_s: int) -> JSONResponse:
+    return JSONResponse(
+        {"error": "rate_limited", "message": f"too many requests: try again in {wait_s} s"},
+        status_code=429,
+        headers={"Retry-After": str(wait_s)},
+    )
+
+
 async def _json(request: Request) -> dict[str, Any] | None:
-    raw = await request.body()
-    if len(raw) > BODY_MAX_BYTES:
+    """The body as a JSON object; None if it is not one or is over :data:`BODY_MAX_BYTES`
+    (read no further than that, whatever ``Content-Length`` says)."""
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > BODY_MAX_BYTES:
         return None
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > BODY_MAX_BYTES:
+            return None
     try:
-        body = await request.json()
-    except ValueError:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
     return body if isinstance(body, dict) else None
 
 
-def _endpoint_ok(endpoint: Any) -> bool:
-    """A push service URL: https (plain http only on loopback, for a local stand-in)."""
-    if not isinstance(endpoint, str) or len(endpoint) > ENDPOINT_MAX:
-        return False
-    parts = urlsplit(endpoint)
-    return parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)
-
-
 def router(push: PushService) -> APIRouter:
     r = APIRouter(prefix="/push")
+    per_token = RateLimiter(push.settings.push_rate_limit_per_min)
+    per_address = RateLimiter(push.settings.push_rate_limit_per_min)
 
     def access(request: Request) -> tuple[str, Access] | None:
         token = token_from_request(request.headers, request.query_params)
@@ -69,21 +84,27 @@ def router(push: PushService) -> APIRouter:
         who = access(request)
         if who is None:
             return _error(401, "unauthorized", "a valid token is required")
+        if wait := per_token.take(who[0]):
+            return _limited(wait)
         body = await _json(request)
         sub = body.get("subscription") if body else None
         keys = sub.get("keys") if isinstance(sub, dict) else None
-        if not (
-            isinstance(sub, dict) and _endpoint_ok(sub.get("endpoint")) and isinstance(keys, dict)
-        ):
+        if not (isinstance(sub, dict) and isinstance(keys, dict)):
             return _error(400, "invalid", "subscription needs an https endpoint and keys")
+        refused = push.web.policy.refusal(sub.get("endpoint"))
+        if refused is not None:
+            return _error(400, "endpoint_refused", refused)
         p256dh, auth = keys.get("p256dh"), keys.get("auth")
         if not (
             isinstance(p256dh, str)
             and isinstance(auth, str)
             and len(p256dh) < 200
             and len(auth) < 100
+            and keys_ok(p256dh, auth)
         ):
-            return _error(400, "invalid", "subscription keys need p256dh and auth")
+            return _error(
+                400, "invalid", "subscription keys need p256dh (a P-256 point) and auth (16 bytes)"
+            )
         saved = Subscription(
             sub["endpoint"],
             p256dh,
@@ -92,7 +113,14 @@ def router(push: PushService) -> APIRouter:
             who[1] is Access.FULL,
             Prefs.parse((body or {}).get("prefs")),
         )
-        await push.store.save(saved)
+        held = await push.store.get(saved.id)
+        replaceable = ""  # a row that does not parse may be replaced
+        if held is not None and held.token != who[0]:
+            if held.token in push.fingerprints:
+                return _taken()
+            replaceable = held.token  # its token is no longer configured
+        if not await push.store.save(saved, replaceable=replaceable):
+            return _taken()
         await push.worker.ensure_group()  # from here on no event is missed
         await push.worker.hold_pass()
         return JSONResponse(
@@ -120,6 +148,8 @@ def router(push: PushService) -> APIRouter:
         who = access(request)
         if who is None:
             return _error(401, "unauthorized", "a valid token is required")
+        if wait := per_token.take(who[0]):
+            return _limited(wait)
         body = await _json(request)
         endpoint = body.get("endpoint") if body else None
         if not isinstance(endpoint, str):
@@ -132,6 +162,8 @@ def router(push: PushService) -> APIRouter:
 
     @r.post("/decide")
     async def decide(request: Request) -> JSONResponse:
+        if wait := per_address.take(request.client.host if request.client else ""):
+            return _limited(wait)
         body = await _json(request)
         cap, decision = (body or {}).get("cap"), (body or {}).get("decision")
         if not isinstance(cap, str) or len(cap) > 100 or decision not in ap.CLIENT_DECISIONS:
@@ -147,3 +179,8 @@ def router(push: PushService) -> APIRouter:
         return JSONResponse({"decision": decision, "sessionId": target[0], "requestKey": target[1]})
 
     return r
+
+
+def _taken() -> JSONResponse:
+    """The endpoint belongs to another token: nothing changed, nothing about it is told."""
+    return _error(409, "taken", "this push endpoint is subscribed with another token")

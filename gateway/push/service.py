@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import Access, TokenTable
+from relaybus.gateway.push.endpoints import EndpointPolicy
 from relaybus.gateway.push.metrics import PushMetrics
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender, split_urls
 from relaybus.gateway.push.store import PushStore, fingerprint
@@ -41,7 +42,13 @@ class PushService:
         self.approvals = approvals
         self.metrics = PushMetrics(registry)
         self.store = PushStore(client, keys)
-        self.web = WebPushSender(settings.push_subject)
+        self.web = WebPushSender(
+            settings.push_subject, EndpointPolicy.from_setting(settings.push_endpoint_allow)
+        )
+        #: token fingerprint -> full access, for every configured token.
+        self.fingerprints = {
+            fingerprint(secret): access is Access.FULL for secret, access in tokens.tokens
+        }
         self.apprise = AppriseSender(split_urls(settings.notify_urls.get_secret_value()))
         self._reader = connect(settings, block_ms=block_ms)
         self.worker = PushWorker(
@@ -54,7 +61,7 @@ class PushService:
             apprise=self.apprise,
             metrics=self.metrics,
             gateway_id=gateway_id,
-            tokens={fingerprint(secret): access is Access.FULL for secret, access in tokens.tokens},
+            tokens=self.fingerprints,
             block_ms=block_ms,
         )
         self._tasks: list[asyncio.Task[None]] = []

@@ -147,6 +147,7 @@ class PushStore:
         self.vapid_key = keys.push_vapid
         self.subs_key = keys.push_subs
         self.turns_key = keys.push_turns
+        self._save_owned = client.register_script(_SAVE_OWNED_LUA)
 
     # --- VAPID ------------------------------------------------------------------------
 
@@ -173,14 +174,20 @@ class PushStore:
         subs = [Subscription.loads(raw) for raw in rows.values()]
         return [s for s in subs if s is not None]
 
-    async def save(self, sub: Subscription) -> None:
-        """Store ``sub``; a token over :data:`MAX_SUBS_PER_TOKEN` loses another of its own."""
+    async def save(self, sub: Subscription, *, replaceable: str = "") -> bool:
+        """Store ``sub`` unless its endpoint belongs to another token (issue 22.8): False then,
+        and nothing changes. ``replaceable`` names one other owner that may lose it (a token
+        no longer configured). A token over :data:`MAX_SUBS_PER_TOKEN` loses another of its own.
+        """
+        if not await self._save_owned(
+            keys=[self.subs_key], args=[sub.id, sub.token, replaceable, sub.dumps()]
+        ):
+            return False
         mine = [s for s in await self.subscriptions() if s.token == sub.token and s.id != sub.id]
-        pipe = self._client.pipeline(transaction=True)
-        for old in mine[: max(0, len(mine) - MAX_SUBS_PER_TOKEN + 1)]:
-            pipe.hdel(self.subs_key, old.id)
-        pipe.hset(self.subs_key, sub.id, sub.dumps())
-        await pipe.execute()
+        extra = mine[: max(0, len(mine) - MAX_SUBS_PER_TOKEN + 1)]
+        if extra:
+            await self._client.hdel(self.subs_key, *(old.id for old in extra))
+        return True
 
     async def get(self, sub_id: str) -> Subscription | None:
         raw = await self._client.hget(self.subs_key, sub_id)
@@ -221,6 +228,22 @@ class PushStore:
 
     async def settle(self, event: str, target: str, outcome: str) -> None:
         await self._client.set(self._keys.push_done(event, target), outcome, xx=True, keepttl=True)
+
+
+#: HSET a subscription only if the endpoint is free, ours, or held by the replaceable owner
+#: (ARGV: id, our fingerprint, replaceable fingerprint or "", the JSON): check and write in one
+#: step, so two tokens racing for one endpoint cannot both win.
+_SAVE_OWNED_LUA = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local ok, body = pcall(cjson.decode, cur)
+  local owner = ''
+  if ok and type(body) == 'table' and type(body.token) == 'string' then owner = body.token end
+  if owner ~= ARGV[2] and owner ~= ARGV[3] then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+return 1
+"""
 
 
 def _digest(cap: str) -> str:

@@ -19,7 +19,7 @@ from relaybus.shared.store.keys import Keys
 from tests.approvals.conftest import Machine
 from tests.support.approvals import RELAYBUS, hook_input, session_with_tool
 from tests.support.gateway_server import GatewayProc
-from tests.support.push_service import PushServiceStandIn
+from tests.support.push_service import ALLOW, PushServiceStandIn
 from tests.support.servers import RedisServer
 from tests.support.web import CHROMIUM, CHROMIUM_ARGS
 
@@ -66,7 +66,9 @@ def test_approve_from_the_notification_lets_the_hook_proceed(
     sid, path, _ = session_with_tool(m.claude_dir, m.workdir, "Edit", tool_input)
     admin = redis.Redis.from_url(server.url)
     _until(lambda: admin.hget(keys.session(sid), "host"), "session published")
-    with GatewayProc(redis_url=server.url, namespace=namespace) as gw:
+    with GatewayProc(
+        redis_url=server.url, namespace=namespace, env={ALLOW: push_service.host}
+    ) as gw:
         origin = gw.http
         push_service.vapid_public = httpx.get(f"{origin}/push/key").json()["publicKey"]
         device = push_service.device("chromium")

@@ -20,7 +20,7 @@ from relaybus.shared.store.keys import Keys
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import GatewayProc
 from tests.support.notify_receiver import NotifyReceiver
-from tests.support.push_service import PushServiceStandIn
+from tests.support.push_service import ALLOW, PushServiceStandIn
 from tests.support.servers import RedisServer
 from tests.support.wait import wait_for
 
@@ -58,6 +58,7 @@ async def test_one_push_per_event_across_gateways_and_a_sigkill(
             "RELAYBUS_NOTIFY_URLS": f"{ntfy_url}, {hook_url}",
             "RELAYBUS_PUSH_CLAIM_IDLE_S": "1",
             "RELAYBUS_PUSH_PUBLIC_URL": "https://relay.example/",
+            ALLOW: push_service.host,
         }
         gws = {
             name: GatewayProc(

@@ -60,7 +60,12 @@ async def test_permission_request_is_pushed_and_approve_lets_the_hook_proceed(
     tool_input = {"file_path": str(target), **EDIT}
     sid, path, _ = session_with_tool(m.claude_dir, m.workdir, "Edit", tool_input)
     await published(admin, keys, sid)
-    settings = make_settings(server.url, namespace, push_subject="mailto:ops@example.com")
+    settings = make_settings(
+        server.url,
+        namespace,
+        push_subject="mailto:ops@example.com",
+        push_endpoint_allow=push_service.host,
+    )
     async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as http:
         push_service.vapid_public = (await http.get("/push/key")).json()["publicKey"]
         phone = push_service.device("phone")
@@ -110,7 +115,7 @@ async def test_a_gone_subscription_is_deleted_and_a_read_token_gets_no_approvals
 ) -> None:
     """A 410 from the push service deletes the subscription; a read-only token's device gets
     'waiting' and 'done' (for a turn over 30 s only) but never approvals, and holds no request."""
-    settings = make_settings(server.url, namespace)
+    settings = make_settings(server.url, namespace, push_endpoint_allow=push_service.host)
     pub = Publisher(admin, keys)
     async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as http:
         push_service.vapid_public = (await http.get("/push/key")).json()["publicKey"]

@@ -5,7 +5,12 @@ It receives the HTTP request exactly as a push service would (RFC 8030), checks 
 this origin, expiry within 24 h, a ``sub``) against the key the gateway publishes, decrypts
 the ``aes128gcm`` body (RFC 8291) with the device's private key, and keeps what it accepted.
 Devices whose path is in ``gone`` get 410; ``delay_s`` holds every answer (a gateway can be
-killed while it waits).
+killed while it waits). As an attacker's endpoint it can answer with a body of
+``reply_bytes`` (generated as it is written, counted in ``reply_written``) or redirect every
+request to ``redirect_to``.
+
+It listens on 127.0.0.1, which a gateway sends to only when ``RELAYBUS_PUSH_ENDPOINT_ALLOW``
+(:data:`ALLOW`) lists :attr:`PushServiceStandIn.host`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+ALLOW = "RELAYBUS_PUSH_ENDPOINT_ALLOW"
+#: What a huge reply is written in.
+_CHUNK = bytes(65536)
 
 
 def b64d(text: str) -> bytes:
@@ -66,11 +75,19 @@ class PushServiceStandIn:
         self.rejected: list[tuple[str, str]] = []
         self.gone: set[str] = set()
         self.delay_s = 0.0
+        self.reply_bytes = 0
+        self.reply_written = 0
+        #: Answers whose body ended (written whole, or the sender hung up).
+        self.replies_done = 0
+        self.redirect_to: str | None = None
+        #: Requests received, accepted or not.
+        self.requests = 0
         #: The VAPID public key (b64url point) the gateway publishes; set by the test.
         self.vapid_public: str | None = None
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
-        self.origin = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.host = "127.0.0.1"
+        self.origin = f"http://{self.host}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> PushServiceStandIn:
@@ -134,6 +151,14 @@ class PushServiceStandIn:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with service._lock:
+                    service.requests += 1
+                if service.redirect_to is not None:
+                    self.send_response(307)
+                    self.send_header("Location", service.redirect_to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 try:
                     device = service.devices[self.path]
                     claims = service.verify_vapid(self.headers["Authorization"])
@@ -165,7 +190,25 @@ class PushServiceStandIn:
                     time.sleep(service.delay_s)
                 self.send_response(201)
                 self.send_header("Location", f"{service.origin}/m/{len(service.accepted)}")
+                if service.reply_bytes:
+                    self.send_header("Content-Length", str(service.reply_bytes))
                 self.end_headers()
+                if service.reply_bytes:
+                    self._huge_reply()
+
+            def _huge_reply(self) -> None:
+                left = service.reply_bytes
+                try:
+                    while left > 0:
+                        chunk = _CHUNK[: min(left, len(_CHUNK))]
+                        self.wfile.write(chunk)
+                        left -= len(chunk)
+                        with service._lock:
+                            service.reply_written += len(chunk)
+                except OSError:  # the sender hung up: what it stopped reading is never made
+                    self.close_connection = True
+                with service._lock:
+                    service.replies_done += 1
 
         return Handler
 
