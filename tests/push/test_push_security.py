@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
 from relaybus.gateway.push.senders import SEND_TIMEOUT_S
+from relaybus.gateway.push.store import Subscription, fingerprint
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.push.test_webpush import subscribe
@@ -162,6 +163,41 @@ async def test_a_redirect_is_not_followed_and_failures_are_classes(
                 headers={"Authorization": "Bearer ro-token"},
             )
             assert r.status_code == 400, "the inner port is not allowed directly"
+
+
+async def test_a_stored_endpoint_no_longer_allowed_is_refused_at_send(
+    server: RedisServer,
+    namespace: str,
+    keys: Keys,
+    admin: aioredis.Redis,
+    push_service: PushServiceStandIn,
+) -> None:
+    """A loopback subscription stored before the allow-list (or under a wider setting) gets
+    nothing: the send is refused (``refused_endpoint``) and the endpoint sees no request."""
+    device = push_service.device("stored").subscription()
+    row = Subscription(
+        device["endpoint"],
+        device["keys"]["p256dh"],
+        device["keys"]["auth"],
+        fingerprint(b"ro-token"),
+        False,
+    )
+    await admin.hset(f"{keys.prefix}push:subs", row.id, row.dumps())
+    settings = make_settings(server.url, namespace)
+    async with running_gateway(settings) as gw:
+        pub = Publisher(admin, keys)
+        await pub.start_session("sess-stored", title="stored")
+        await pub.turn("sess-stored", "waiting")
+
+        def settled() -> float | None:
+            return (
+                gw.metric(FAILED, {"channel": "webpush", "reason": "refused_endpoint"})
+                + gw.metric("relaybus_gateway_push_sent_total", {"channel": "webpush"})
+            ) or None
+
+        await wait_for(settled, what="the push settled")
+        assert push_service.requests == 0, "sent to an endpoint the policy refuses"
+        assert gw.metric(FAILED, {"channel": "webpush", "reason": "refused_endpoint"}) == 1
 
 
 async def test_a_subscription_cannot_be_taken_over_by_another_token(
