@@ -12,10 +12,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from relaybus.gateway.auth import check_anonymous_bind
 from relaybus.gateway.endpoint import Endpoint
 from relaybus.gateway.push.routes import router as push_router
 from relaybus.gateway.runtime import Runtime
-from relaybus.gateway.web_security import SecurityHeaders
+from relaybus.gateway.web_security import HostCheck, HostPolicy, SecurityHeaders
 from relaybus.gateway.wsio import sink_for
 from relaybus.shared import __version__
 from relaybus.shared.settings import Settings
@@ -46,6 +47,7 @@ def create_app(
     runtime: Runtime | None = None,
 ) -> FastAPI:
     """Build the app. Token configuration is checked here, so a bad one fails at start."""
+    check_anonymous_bind(settings)
     reg = registry if registry is not None else CollectorRegistry()
     rt = runtime if runtime is not None else Runtime(settings, reg)
 
@@ -84,6 +86,11 @@ def create_app(
     # /ws is served ahead of the middleware stack so frames can be written in bursts
     # (relaybus.gateway.wsio); everything else goes through FastAPI.
     app.add_middleware(WebSocketRoute, path="/ws", endpoint=rt.endpoint)
+    app.add_middleware(
+        HostCheck,
+        policy=HostPolicy.from_settings(settings),
+        refused=rt.metrics.auth_failures.inc,
+    )
     app.add_middleware(SecurityHeaders)
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import hmac
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -89,3 +90,28 @@ def token_from_request(headers: Mapping[str, str], query: Mapping[str, str]) -> 
         return value.strip()
     token = query.get("token")
     return token if token else None
+
+
+def loopback_only(host: str) -> bool:
+    """True when a listen address accepts connections from this machine only."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_anonymous_bind(settings: Settings) -> None:
+    """Anonymous access without tokens is full control: refuse it unless only this machine
+    can connect (``RELAYBUS_GATEWAY_HOST`` a loopback address)."""
+    if (
+        settings.allow_anonymous
+        and not settings.tokens.get_secret_value().replace(",", "").strip()
+        and not loopback_only(settings.gateway_host)
+    ):
+        raise AuthConfigError(
+            "RELAYBUS_ALLOW_ANONYMOUS without RELAYBUS_TOKENS gives anyone who reaches "
+            f"{settings.gateway_host} full control: set RELAYBUS_TOKENS, or "
+            "RELAYBUS_GATEWAY_HOST=127.0.0.1 to serve this machine only"
+        )

@@ -40,6 +40,7 @@ from relaybus.shared.wire.commands import (
     host_capabilities,
     refusal,
 )
+from relaybus.shared.wire.cwd import cwd_problem
 from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,14 @@ class GatewayCommands:
                     f"message must be 1..{MAX_MESSAGE_CHARS} characters",
                     msg.requestId,
                 )
+            if "\x00" in msg.message:  # never representable in a child's argv
+                raise ProtocolError(
+                    ErrorCode.INVALID_FIELD, "message must not contain NUL", msg.requestId
+                )
+        if isinstance(msg, protocol.NewConversation) and msg.cwd:
+            problem = cwd_problem(msg.cwd)
+            if problem is not None:
+                raise ProtocolError(ErrorCode.INVALID_FIELD, problem, msg.requestId)
         if self._in_flight.get(conn.cid, 0) >= MAX_IN_FLIGHT:
             raise ProtocolError(
                 ErrorCode.UNAVAILABLE,

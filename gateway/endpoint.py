@@ -238,7 +238,9 @@ class Endpoint:
             if conn.access is None and (not isinstance(msg, protocol.Hello) or msg.token is None):
                 self._refuse(conn, "the first frame must be hello with a token")
                 return False
-            if isinstance(msg, protocol.Hello) and msg.token is not None:
+            if isinstance(msg, protocol.Hello) and msg.token is not None and not conn.hello_done:
+                # A second hello is refused (bad_state) by the handler: its token changes
+                # nothing, so a read-only connection cannot upgrade itself that way.
                 access = self.tokens.check(msg.token)
                 if access is None:
                     self._refuse(conn, "invalid token")

@@ -8,15 +8,28 @@
   user visits could open a connection with the user's network position (and, with
   anonymous access on, start conversations). Non-browser clients send no ``Origin`` and
   authenticate with a token.
+* Every request (HTTP and ``/ws``) must name the gateway in ``Host``: an IP address,
+  ``localhost`` (or ``*.localhost``), this machine's name, or one of
+  ``RELAYBUS_PUBLIC_HOSTS``. A DNS-rebinding page (``rebind.evil.example`` resolved to the
+  gateway's address) sends its own name in both ``Host`` and ``Origin``, so the Origin check
+  alone lets it in; here it gets 403. An IP literal is always the address the browser
+  really connected to, so a page served under it is the gateway's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from relaybus.shared.settings import Settings
+
+log = logging.getLogger(__name__)
 
 CSP = "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
 HEADERS: tuple[tuple[bytes, bytes], ...] = (
@@ -76,3 +89,84 @@ class OriginPolicy:
         netloc = _netloc(origin)
         host = headers.get("host", "").strip().lower()
         return netloc is not None and netloc == host
+
+
+def host_name(host: str) -> str:
+    """The name part of a ``Host`` header value (no port, no brackets, lower case, no final dot)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[1:end] if end > 0 else host
+    if host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host.rstrip(".")
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    """Which ``Host`` names this gateway answers (see the module doc)."""
+
+    names: frozenset[str]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HostPolicy:
+        """``localhost``, the bound address, this machine's name, ``RELAYBUS_PUBLIC_HOSTS``."""
+        names = {"localhost", host_name(settings.gateway_host), host_name(socket.gethostname())}
+        names.update(host_name(h) for h in settings.public_hosts.split(",") if h.strip())
+        names.discard("")
+        return cls(frozenset(names))
+
+    def allows(self, host: str | None) -> bool:
+        """True for a name this gateway is served under (or no ``Host``: not a browser)."""
+        if host is None:
+            return True
+        name = host_name(host)
+        return name in self.names or name.endswith(".localhost") or _is_ip(name)
+
+
+class HostCheck:
+    """Pure ASGI middleware: HTTP requests and WebSocket handshakes whose ``Host`` is not
+    one of :class:`HostPolicy`'s names get 403 before any route sees them."""
+
+    def __init__(
+        self, app: ASGIApp, *, policy: HostPolicy, refused: Callable[[], None] | None = None
+    ) -> None:
+        self.app = app
+        self.policy = policy
+        self.refused = refused
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        hosts = [v for k, v in scope.get("headers", []) if k == b"host"]
+        host = hosts[0].decode("latin-1") if len(hosts) == 1 else None
+        if len(hosts) <= 1 and self.policy.allows(host):
+            await self.app(scope, receive, send)
+            return
+        if self.refused is not None:
+            self.refused()
+        log.debug("request refused: Host %r is not a name of this gateway", (host or "")[:256])
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # before accept: HTTP 403
+            return
+        body = b"this gateway is not served under that host name\n"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [
+                    (b"content-type", b"text/plain"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -31,7 +31,7 @@ from pydantic import SecretStr
 
 from relaybus.collector.service import serve as serve_collector
 from relaybus.embedded import EmbeddedServer, EmbeddedServerError, write_private
-from relaybus.gateway.auth import AuthConfigError, TokenTable
+from relaybus.gateway.auth import AuthConfigError, TokenTable, check_anonymous_bind
 from relaybus.gateway.main import GatewayStartError
 from relaybus.gateway.main import serve as serve_gateway
 from relaybus.lan import lan_address
@@ -262,6 +262,7 @@ def run(settings: Settings) -> int:
         preflight(settings)
         # the entries only: without any, a token is generated below
         TokenTable.from_settings(settings.model_copy(update={"allow_anonymous": True}))
+        check_anonymous_bind(settings)
     except StartupError as exc:
         print(f"relaybus up: {exc}", file=sys.stderr)
         return 1

@@ -265,7 +265,8 @@ class Settings(BaseSettings):
     )
     allow_anonymous: bool = Field(
         default=False,
-        description="serve clients without a token (refused at start otherwise when no tokens)",
+        description="serve clients without a token (refused at start otherwise when no tokens; "
+        "without tokens only on a loopback RELAYBUS_GATEWAY_HOST)",
     )
     replay_depth: int = Field(
         default=200,
@@ -320,6 +321,12 @@ class Settings(BaseSettings):
     allowed_origins: str = Field(
         default="",
         description="comma-separated Origins allowed on /ws besides the gateway's own (browsers only)",
+    )
+    public_hosts: str = Field(
+        default="",
+        max_length=4096,
+        description="comma-separated host names the gateway is reached under (Host header) "
+        "besides its IP addresses, localhost and this machine's name; others get 403",
     )
 
     watchers_ttl_s: int = Field(

@@ -31,6 +31,7 @@ from relaybus.shared.store.keys import REPLY_MAXLEN, REPLY_TTL_S, RESERVATION_TT
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, Reply
+from relaybus.shared.wire.cwd import cwd_problem
 from relaybus.shared.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,9 @@ class Controller:
         await self.headless.aclose()
 
     def _check_cwd(self, cwd: str) -> None:
+        problem = cwd_problem(cwd) if cwd else None
+        if problem is not None:  # before realpath: a NUL byte would raise there
+            raise DriverError(ErrorCode.INVALID_FIELD, problem)
         if not cwd_allowed(cwd, self._settings.prompt_cwd_allow):
             raise DriverError(
                 ErrorCode.CWD_NOT_ALLOWED, f"{cwd} is outside RELAYBUS_PROMPT_CWD_ALLOW"
@@ -150,6 +154,8 @@ class Controller:
         message = cmd.payload.get("message")
         if not isinstance(message, str) or not message.strip():
             raise DriverError(ErrorCode.INVALID_MESSAGE, "prompt needs a non-empty message")
+        if "\x00" in message:  # an argv cannot carry it
+            raise DriverError(ErrorCode.INVALID_MESSAGE, "a prompt cannot contain NUL")
         cwd = await self._route(sid)
         self._check_cwd(cwd)
         await self._after_exiting_run(cmd)
@@ -221,6 +227,9 @@ class Controller:
         cwd = cmd.payload.get("cwd")
         if not isinstance(cwd, str) or not cwd:
             cwd = self._default_cwd()
+        problem = cwd_problem(cwd)
+        if problem is not None:  # defence in depth: the gateway refuses these already
+            raise DriverError(ErrorCode.INVALID_FIELD, problem)
         cwd = normalise_cwd(cwd)
         self._check_cwd(cwd)
         sid = str(uuid.uuid4())

@@ -1,5 +1,6 @@
-"""deploy/redis-acl.conf: collector and gateway run the protocol as their own Redis users,
-and neither user can run FLUSHALL, CONFIG, KEYS or SCAN (a real redis-server)."""
+"""deploy/redis-acl.conf: collector and gateway run the protocol, approvals and push as their
+own Redis users, neither can run FLUSHALL, CONFIG, KEYS or SCAN, and the collector cannot read
+the push keys (a real redis-server)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,27 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
+import orjson
 import pytest
 import redis
 
+from relaybus.shared.store.connection import connect
+from relaybus.shared.store.keys import Keys
+from tests.approvals.conftest import Machine, hooks, machine, published, runtime_dir
+from tests.conftest import make_settings
+from tests.support.approvals import HookStarter, hook_input, session_with_tool
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.gateway_client import FULL, WsClient
-from tests.support.gateway_server import GatewayProc
+from tests.support.gateway_server import GatewayProc, running_gateway
+from tests.support.push_service import PushServiceStandIn
 from tests.support.redis_acl import ACL_ENV, load_acl
 from tests.support.servers import RedisServer
+
+__all__ = ["hooks", "machine", "runtime_dir"]  # the approval tests' fixtures, used below
+EDIT = {"old_string": "a = 1", "new_string": "a = 2"}
+BEARER = {"Authorization": "Bearer full-token"}
 
 
 @pytest.fixture
@@ -153,3 +166,101 @@ def test_gateway_protocol_tests_pass_under_the_acl_users() -> None:
     tail = proc.stdout[-3000:] + proc.stderr[-1000:]
     assert proc.returncode == 0, tail
     assert " passed" in tail and "failed" not in tail and "skipped" not in tail
+
+
+def test_collector_user_cannot_read_push_keys(
+    acl_server: tuple[RedisServer, dict[str, str]], namespace: str
+) -> None:
+    """The collector user gets NOPERM for the VAPID private key, the subscriptions and every
+    other push key; the gateway user reads and writes them."""
+    srv, urls = acl_server
+    keys = Keys(namespace)
+    admin = srv.client()
+    admin.set(keys.push_vapid, '{"private": "secret"}')
+    admin.hset(keys.push_subs, "id", "{}")
+    collector = redis.Redis.from_url(urls["collector"], socket_timeout=5)
+    gateway = redis.Redis.from_url(urls["gateway"], socket_timeout=5)
+    try:
+        reads: list[tuple[str, str]] = [
+            ("GET", keys.push_vapid),
+            ("HGETALL", keys.push_subs),
+            ("HGETALL", keys.push_turns),
+            ("GET", keys.push_cap("ab")),
+            ("GET", keys.push_done("1:approval", "id")),
+        ]
+        for command, key in reads:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                collector.execute_command(command, key)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            gateway.execute_command(command, key)  # type: ignore[no-untyped-call]
+        assert gateway.hset(keys.push_subs, "id2", "{}") == 1
+    finally:
+        collector.close()
+        gateway.close()
+        admin.close()
+
+
+async def test_push_and_approvals_run_under_the_acl_users(
+    acl_server: tuple[RedisServer, dict[str, str]],
+    namespace: str,
+    machine: Callable[..., Machine],
+    hooks: HookStarter,
+) -> None:
+    """Collector and gateway as their ACL users: GET /push/key and PUT /push/subscription
+    answer 200, a permission request reaches the push stand-in and its Approve lets the hook
+    proceed; a second request is approved over /ws (accept_diff) and the hook proceeds."""
+    srv, urls = acl_server
+    keys = Keys(namespace)
+    admin = connect(make_settings(srv.url, namespace))
+    m = machine(url=urls["collector"])
+    target = m.workdir / "parser.py"
+    target.write_text("a = 1\n")
+    tool_input = {"file_path": str(target), **EDIT}
+    settings = make_settings(urls["gateway"], namespace)
+    try:
+        with PushServiceStandIn() as service:
+            async with (
+                running_gateway(settings) as gw,
+                httpx.AsyncClient(base_url=gw.http, timeout=10) as http,
+            ):
+                sid, path, _ = session_with_tool(m.claude_dir, m.workdir, "Edit", tool_input)
+                await published(admin, keys, sid)
+                r = await http.get("/push/key")
+                assert r.status_code == 200, r.text
+                service.vapid_public = r.json()["publicKey"]
+                device = {"subscription": service.device("phone").subscription(), "prefs": {}}
+                r = await http.put("/push/subscription", json=device, headers=BEARER)
+                assert r.status_code == 200, r.text
+                run = await hooks(
+                    hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env()
+                )
+                [push] = await asyncio.to_thread(service.wait, "phone", 1)
+                assert push.payload["kind"] == "approval"
+                r = await http.post(
+                    "/push/decide", json={"cap": push.payload["cap"], "decision": "allow"}
+                )
+                assert r.status_code == 200, r.text
+                code, out, _ = await run.result(30)
+                assert code == 0 and orjson.loads(out)["hookSpecificOutput"]["decision"] == {
+                    "behavior": "allow"
+                }
+
+                sid2, path2, _ = session_with_tool(m.claude_dir, m.workdir, "Edit", tool_input)
+                await published(admin, keys, sid2)
+                async with WsClient(gw.ws, token="full-token") as ws:
+                    await ws.hello(FULL)
+                    await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid2})
+                    await ws.expect("watch_ack")
+                    run2 = await hooks(
+                        hook_input(sid2, path2, str(m.workdir), "Edit", tool_input),
+                        env=m.hook_env(),
+                    )
+                    req = await ws.expect("permission_request", wait_s=30)
+                    await ws.send(
+                        {"type": "accept_diff", "requestId": "a", "requestKey": req["requestKey"]}
+                    )
+                    ack = await ws.expect("decision_ack", wait_s=30)
+                    assert (ack["requestId"], ack["decision"]) == ("a", "allow")
+                    code, out, _ = await run2.result(30)
+                    assert code == 0 and '"allow"' in out
+    finally:
+        await admin.aclose()

@@ -180,3 +180,48 @@ async def test_frame_above_hard_cap_closes_1009(gw: RunningGateway) -> None:
         await c.hello()
         await c.send("x" * (64 * 1024 * 16 + 1))
         assert await c.closed_code() == 1009
+
+
+async def test_refused_second_hello_does_not_upgrade(gw: RunningGateway) -> None:
+    """A second hello carrying a full token gets bad_state and leaves the connection read-only."""
+    async with WsClient(gw.ws, token="ro-token") as c:
+        await c.hello()
+        await c.send({"type": "hello", "capabilities": [], "token": "full-token", "requestId": "h"})
+        err = await c.expect("error")
+        assert (err["code"], err["requestId"]) == ("bad_state", "h")
+        new = {"type": "new_conversation", "requestId": "n", "host": "testhost", "cwd": "/tmp"}
+        await c.send({**new, "text": "hi"})
+        err = await c.expect("error")
+        assert (err["code"], err["requestId"]) == ("forbidden", "n")
+
+
+@pytest.mark.parametrize(
+    "cwd",
+    [
+        "/tmp/a\x00b",
+        "/tmp/a\nb",
+        "/tmp/\x1b[2J",
+        "/tmp/\u202eexe",
+        "relative/dir",
+        "/" + "é" * 3000,
+    ],
+)
+async def test_hostile_cwd_is_invalid_field(gw: RunningGateway, cwd: str) -> None:
+    """new_conversation.cwd with NUL, a control character, a relative path or 6,000 bytes is
+    refused as invalid_field at the gateway, before anything is routed."""
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello()
+        new = {"type": "new_conversation", "requestId": "n", "host": "testhost", "text": "hi"}
+        await c.send({**new, "cwd": cwd})
+        err = await c.expect("error")
+        assert (err["code"], err["requestId"]) == ("invalid_field", "n")
+
+
+async def test_prompt_with_nul_is_invalid_field(gw: RunningGateway, pub: Publisher) -> None:
+    """A prompt carrying a NUL byte (never representable in an argv) is invalid_field."""
+    await pub.start_session("s1")
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello()
+        await c.send({"type": "prompt", "requestId": "p", "sessionId": "s1", "message": "a\x00b"})
+        err = await c.expect("error")
+        assert (err["code"], err["requestId"]) == ("invalid_field", "p")

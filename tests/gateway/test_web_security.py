@@ -4,12 +4,20 @@ tokens kept out of logs. Real gateways, real sockets."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import httpx
+import pytest
+from pydantic import SecretStr
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from relaybus import up
+from relaybus.gateway.app import create_app
+from relaybus.gateway.auth import AuthConfigError
+from relaybus.gateway.main import run
+from relaybus.lan import lan_address
 from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_server import GatewayProc, RunningGateway, running_gateway
@@ -116,3 +124,85 @@ async def test_tokens_never_reach_the_log(
     text = log_path.read_text()
     assert "hello" in text and "token" in text.lower()  # DEBUG really logged the frames
     assert secret not in text
+
+
+async def _status_for_host(port: int, host: str, path: str = "/ws") -> int:
+    """The status of a request to ``path`` sent with ``Host`` and a matching ``Origin`` (what a
+    DNS-rebinding page's browser sends); a WebSocket upgrade for ``/ws``."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        head = [f"GET {path} HTTP/1.1", f"Host: {host}", f"Origin: http://{host}"]
+        if path == "/ws":
+            head += [
+                "Upgrade: websocket",
+                "Connection: Upgrade",
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+                "Sec-WebSocket-Version: 13",
+                "Authorization: Bearer full-token",
+            ]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        line = await asyncio.wait_for(reader.readline(), 10)
+        return int(line.split()[1])
+    finally:
+        writer.close()
+
+
+async def test_dns_rebinding_host_is_refused(server: RedisServer, namespace: str) -> None:
+    """With Host and Origin both rebind.evil.example:<port>, /ws and HTTP pages get 403; the
+    gateway's IP, localhost and RELAYBUS_PUBLIC_HOSTS names are served."""
+    settings = make_settings(server.url, namespace, public_hosts="relay.example.com")
+    async with running_gateway(settings) as g:
+        evil = f"rebind.evil.example:{g.port}"
+        assert await _status_for_host(g.port, evil) == 403
+        assert await _status_for_host(g.port, evil, "/healthz") == 403
+        assert await _status_for_host(g.port, evil, "/") == 403
+        assert await _status_for_host(g.port, "rebind.evil.example.", "/") == 403
+        own = (f"{lan_address()}:{g.port}", socket.gethostname())  # `relaybus up`'s banner URL
+        for good in (
+            f"127.0.0.1:{g.port}",
+            f"localhost:{g.port}",
+            "relay.example.com",
+            "[::1]",
+            *own,
+        ):
+            assert await _status_for_host(g.port, good) == 101, good
+            assert await _status_for_host(g.port, good, "/healthz") == 200, good
+        assert g.metric("relaybus_gateway_auth_failures_total") >= 4
+
+
+def test_anonymous_without_tokens_only_on_loopback(
+    server: RedisServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RELAYBUS_ALLOW_ANONYMOUS without tokens on 0.0.0.0 (full control for anyone who reaches
+    it) is refused at start: one line, exit 2; next to tokens it still starts."""
+    settings = make_settings(server.url, namespace, tokens="", allow_anonymous=True)
+    assert settings.gateway_host == "0.0.0.0"
+    with pytest.raises(AuthConfigError):
+        create_app(settings)
+    assert run(settings) == 2
+    err = capsys.readouterr().err.strip()
+    assert "RELAYBUS_ALLOW_ANONYMOUS" in err and "RELAYBUS_GATEWAY_HOST" in err
+    assert len(err.splitlines()) == 1
+    for host in ("127.0.0.1", "::1", "localhost"):
+        loopback = settings.model_copy(update={"gateway_host": host})
+        create_app(loopback)  # would raise AuthConfigError
+    create_app(settings.model_copy(update={"tokens": SecretStr("t1")}))
+
+
+def test_up_refuses_anonymous_without_tokens_off_loopback(
+    server: RedisServer,
+    namespace: str,
+    claude_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`relaybus up` with RELAYBUS_ALLOW_ANONYMOUS and no tokens on 0.0.0.0 stops before it
+    starts anything: one line, exit 2."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    settings = make_settings(
+        server.url, namespace, claude_dir, tokens="", allow_anonymous=True, gateway_port=0
+    )
+    assert up.run(settings) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("relaybus up: RELAYBUS_ALLOW_ANONYMOUS") and "\n" not in err

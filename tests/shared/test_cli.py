@@ -403,6 +403,7 @@ def test_anonymous_gateway_warns_at_start(
         RELAYBUS_NAMESPACE=namespace,
         RELAYBUS_TOKENS="",
         RELAYBUS_ALLOW_ANONYMOUS="true",
+        RELAYBUS_GATEWAY_HOST="127.0.0.1",  # anonymous without tokens: loopback only
     )
     log_path = tmp_path / "gateway.log"
     with log_path.open("wb") as log:
