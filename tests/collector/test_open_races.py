@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from relaybus.collector import backfill
+from relaybus.collector.approvals import preview
 from relaybus.collector.tailer import Identity
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.collector_rig import RigFactory
@@ -119,3 +120,20 @@ async def test_fifo_swapped_in_before_an_old_session_is_listed_never_blocks(
 ) -> None:
     """An old transcript turned FIFO after its check: listing its tail refuses it, others publish."""
     await _sync_and_check_others(make_rig, claude_dir, victim, recent=False)
+
+
+def test_an_approvals_transcript_read_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    """The transcript a permission request names, turned FIFO: re-matching its call reads nothing."""
+    trap = FifoTrap(tmp_path / "t.jsonl")
+    trap.path.write_bytes(b"")
+    trap.swap()
+    result: list[tuple[str, bool] | None] = []
+    reader = threading.Thread(
+        target=lambda: result.append(preview.call_after(trap.path, 0, "Bash", {}, set())),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(STUCK_S * 3)
+    trap.close()
+    assert not trap.reader_blocked, "the read blocked opening the FIFO"
+    assert result == [None]
