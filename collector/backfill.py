@@ -8,9 +8,10 @@ every appended line is published exactly once.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from relaybus.collector.tailer import open_regular
+from relaybus.collector.tailer import Identity, open_fd
 
 SCAN_CHUNK = 64 * 1024
 AGENT_PREFIX = "agent-"
@@ -34,18 +35,34 @@ def wants_history(mtime: float, now: float, *, max_age_hours: float, events: int
     return events > 0 and now - mtime <= max_age_hours * 3600
 
 
-def last_line_end(path: Path, size: int) -> int:
+class Replaced(OSError):
+    """The path names another file than the one checked: read nothing of it."""
+
+
+def _open(path: Path, identity: Identity | None) -> int:
+    """One descriptor of ``path`` (never a FIFO, device or symlink: :func:`open_fd`), and
+    of the file checked (``identity``) when one is given; everything is read through it."""
+    fd, st = open_fd(path)
+    if identity is not None and Identity.of(st) != identity:
+        os.close(fd)
+        raise Replaced(f"replaced since it was checked: {path}")
+    return fd
+
+
+def last_line_end(path: Path, size: int, identity: Identity | None = None) -> int:
     """Offset just past the last ``\\n`` within the first ``size`` bytes (0 if none)."""
-    with open_regular(path) as f:
+    fd = _open(path, identity)
+    try:
         pos = size
         while pos > 0:
             start = max(0, pos - SCAN_CHUNK)
-            f.seek(start)
-            chunk = f.read(pos - start)
+            chunk = os.pread(fd, pos - start, start)
             k = chunk.rfind(b"\n")
             if k >= 0:
                 return start + k + 1
             pos = start
+    finally:
+        os.close(fd)
     return 0
 
 
@@ -66,22 +83,27 @@ def parse_offset(value: str) -> tuple[int, int, int] | None:
     return (off, dev, ino) if off >= 0 else None
 
 
-def tail_start(path: Path, end: int, *, lines: int, max_bytes: int) -> int:
+def tail_start(
+    path: Path, end: int, *, lines: int, max_bytes: int, identity: Identity | None = None
+) -> int:
     """Offset of the start of the last ``lines`` complete lines before ``end``.
 
     Scans backwards from ``end`` (which must be a line end) and stops after ``max_bytes``,
     at the start of the first whole line within that budget; 0 when the file is shorter.
+    The file is opened once, without blocking or following a symlink, and read only through
+    that descriptor: a FIFO swapped in raises :class:`~relaybus.collector.tailer.NotRegular`,
+    another file (not ``identity``) :class:`Replaced`.
     """
     if end <= 0 or lines <= 0:
         return end
     floor = max(0, end - max_bytes)
     seen = 0
-    with open(path, "rb") as f:
+    fd = _open(path, identity)
+    try:
         pos = end - 1  # the byte at end - 1 is the newline ending the last line
         while pos > floor:
             start = max(floor, pos - SCAN_CHUNK)
-            f.seek(start)
-            chunk = f.read(pos - start)
+            chunk = os.pread(fd, pos - start, start)
             k = len(chunk)
             while True:
                 k = chunk.rfind(b"\n", 0, k)
@@ -91,22 +113,22 @@ def tail_start(path: Path, end: int, *, lines: int, max_bytes: int) -> int:
                 if seen >= lines:
                     return start + k + 1
             pos = start
-    if floor == 0:
-        return 0
-    return _next_line_start(path, floor, end)
+        if floor == 0:
+            return 0
+        return _next_line_start(fd, floor, end)
+    finally:
+        os.close(fd)
 
 
-def _next_line_start(path: Path, at: int, end: int) -> int:
+def _next_line_start(fd: int, at: int, end: int) -> int:
     """The first line start at or after ``at`` (``end`` if none)."""
-    with open(path, "rb") as f:
-        f.seek(at - 1)
-        pos = at - 1
-        while pos < end:
-            chunk = f.read(min(SCAN_CHUNK, end - pos))
-            if not chunk:
-                break
-            k = chunk.find(b"\n")
-            if k >= 0:
-                return pos + k + 1
-            pos += len(chunk)
+    pos = at - 1
+    while pos < end:
+        chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+        if not chunk:
+            break
+        k = chunk.find(b"\n")
+        if k >= 0:
+            return pos + k + 1
+        pos += len(chunk)
     return end

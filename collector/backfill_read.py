@@ -131,7 +131,7 @@ def _window(
     n_lines = max(1, events) * LINES_PER_EVENT
     published, counted = 0, end
     while True:
-        start = backfill.tail_start(path, end, lines=n_lines, max_bytes=end)
+        start = backfill.tail_start(path, end, lines=n_lines, max_bytes=end, identity=ident)
         if start < end // 2:
             return 0
         for lines in _batches(path, ident, start, counted, s.max_line_bytes, abandon):

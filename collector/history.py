@@ -68,7 +68,13 @@ def _tail_lines(
     preceded by the file's first ``head`` lines (where the first prompt is) when not among them.
     """
     path = entry.tail.path
-    start = backfill.tail_start(path, end, lines=n_lines, max_bytes=TAIL_MAX_BYTES)
+    try:
+        start = backfill.tail_start(
+            path, end, lines=n_lines, max_bytes=TAIL_MAX_BYTES, identity=entry.tail.identity
+        )
+    except OSError as exc:  # gone, replaced, or a FIFO swapped in: the tailer's check sees it
+        log.info("file %s: no history read: %s", entry.tp.key, exc)
+        return []
     out: list[Line] = []
     if head and start > 0:
         first = FileTail(path, entry.tail.identity, 0)

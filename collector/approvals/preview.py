@@ -102,7 +102,7 @@ def call_after(
     The latest call with the same (normalised) input, else the only one with this name.
     """
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             f.seek(offset)
             data = f.read(TRANSCRIPT_TAIL_BYTES)
     except OSError:

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.collector.drivers import DriverError, TurnHooks, release_session_order
+from relaybus.collector.drivers import DriverError, TurnHooks, pane_check, release_session_order
 from relaybus.collector.drivers.headless import HeadlessDriver
 from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import TmuxDriver
@@ -170,6 +170,7 @@ class Controller:
                 )
             if (await self._state(sid))[0] in ACTIVE_STATES:
                 raise DriverError(ErrorCode.BUSY, "Claude is working in this session")
+            await pane_check.verify(self.tmux, pane, live, self._settings.claude_dir / "sessions")
             at_ms = now_ms()
             await self.tmux.prompt(pane, message)
             await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
@@ -220,6 +221,7 @@ class Controller:
             )
         if not shown:
             raise DriverError(ErrorCode.NO_ACTIVE_TURN, "no turn is running in this session")
+        await pane_check.verify(self.tmux, pane, live, self._settings.claude_dir / "sessions")
         await self.tmux.interrupt(pane)
         return {"driver": "tmux"}
 

@@ -86,6 +86,17 @@ class TmuxDriver:
             raise TmuxError(f"tmux {args[0]}: {err.decode(errors='replace').strip()}")
         return out.decode(errors="replace")
 
+    async def pane_process(self, pane: Pane) -> tuple[int, str] | None:
+        """The pid and terminal of the process tmux started in ``pane`` (``None``: no pane)."""
+        try:
+            out = await self._tmux(
+                pane.socket, "display-message", "-p", "-t", pane.pane_id, "#{pane_pid} #{pane_tty}"
+            )
+        except TmuxError:
+            return None
+        pid, _, tty = out.strip().partition(" ")
+        return (int(pid), tty) if pid.isdigit() and tty else None
+
     async def named_pane(self, pid: int, name: str) -> Pane | None:
         """The pane a live-process file names (``session:@window.%pane``), if it exists."""
         target = name.rsplit(".", 1)[-1] if "%" in name else name

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from relaybus.collector import backfill, procfiles
 
@@ -48,6 +49,41 @@ def test_scan_keeps_only_live_pids(tmp_path: Path) -> None:
     (tmp_path / "c.txt").write_text("ignored")
     assert set(procfiles.scan(tmp_path)) == {"alive"}
     assert procfiles.scan(tmp_path / "missing") == {}
+
+
+def _live_file(sessions: Path, pid: int, sid: str) -> Path:
+    path = sessions / f"{pid}.json"
+    path.write_bytes(orjson.dumps({"pid": pid, "sessionId": sid}))
+    return path
+
+
+def test_scan_ignores_a_sessions_dir_others_can_write(tmp_path: Path) -> None:
+    """A group- or other-writable or symlinked sessions dir is ignored whole."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir(mode=0o755)
+    _live_file(sessions, os.getpid(), "mine")
+    assert set(procfiles.scan(sessions)) == {"mine"}
+    for mode in (0o775, 0o757, 0o1777):
+        sessions.chmod(mode)
+        assert procfiles.scan(sessions) == {}, oct(mode)
+        assert procfiles.read_live(sessions, os.getpid()) is None
+    sessions.chmod(0o700)
+    assert set(procfiles.scan(sessions)) == {"mine"}
+    assert procfiles.read_live(sessions, os.getpid()) is not None
+    link = tmp_path / "linked"
+    link.symlink_to(sessions, target_is_directory=True)
+    assert procfiles.scan(link) == {}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another uid needs root")
+def test_scan_ignores_a_live_file_of_another_user(tmp_path: Path) -> None:
+    """A live-process file owned by another uid is never read."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir(mode=0o755)
+    _live_file(sessions, os.getpid(), "mine")
+    os.chown(_live_file(sessions, 1, "theirs"), 4242, -1)
+    assert set(procfiles.scan(sessions)) == {"mine"}
+    assert procfiles.read_live(sessions, 1) is None
 
 
 def test_last_line_end_ignores_a_partial_tail(tmp_path: Path) -> None:

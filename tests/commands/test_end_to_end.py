@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack
@@ -22,7 +21,13 @@ from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.collector_proc import CollectorProc
 from tests.support.commands_env import TmuxServer, texts
-from tests.support.fake_claude import INTERRUPTED, REPO, Transcript, transcript_path
+from tests.support.fake_claude import (
+    INTERRUPTED,
+    REPO,
+    Transcript,
+    interactive_argv,
+    transcript_path,
+)
 from tests.support.gateway_client import FULL, Frame, WsClient
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.servers import RedisServer
@@ -361,7 +366,7 @@ async def test_live_tmux_session_is_driven_through_its_pane(
             "PATH": os.environ["PATH"],
         }
         tmux.start(
-            [sys.executable, "-m", "tests.support.fake_claude", "--session-id", sid],
+            interactive_argv(sid),
             cwd=host.workdir,
             env=env,
         )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command
 from tests.conftest import make_settings
 from tests.support.commands_env import RecordingHooks, TmuxServer, texts
-from tests.support.fake_claude import INTERRUPTED, REPO, transcript_path
+from tests.support.fake_claude import INTERRUPTED, REPO, interactive_argv, transcript_path
 from tests.support.servers import RedisServer
 from tests.support.wait import wait_for
 
@@ -41,7 +40,7 @@ def _start_interactive(tmux: TmuxServer, claude_dir: Path, workdir: Path, sid: s
         "PATH": os.environ.get("PATH", ""),
     }
     tmux.start(
-        [sys.executable, "-m", "tests.support.fake_claude", "--session-id", sid],
+        interactive_argv(sid),
         cwd=workdir,
         env=env,
     )

@@ -50,6 +50,21 @@ def install(bin_dir: Path) -> Path:
     return path
 
 
+def interactive_argv(sid: str) -> list[str]:
+    """The interactive stand-in's command, whose process looks like the CLI (``argv[0]`` is
+    ``claude``): the tmux driver types only into a pane whose process does."""
+    return [
+        "bash",
+        "-c",
+        'exec -a claude "$0" "$@"',
+        sys.executable,
+        "-m",
+        "tests.support.fake_claude",
+        "--session-id",
+        sid,
+    ]
+
+
 def encode_cwd(cwd: str) -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", cwd)
 
