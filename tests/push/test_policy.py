@@ -215,3 +215,44 @@ def test_card_and_notification_flag_the_same_commands() -> None:
         False,
     ]
     assert py[1] == [] and py[25] == []
+
+
+def test_questions_and_plans_get_their_own_text_and_one_tap_only_when_complete() -> None:
+    """Issue 27.5: a question never offers actions (it opens its card); a plan offers
+    Approve/Deny unless it is marked unanswerable from here."""
+    ask = {
+        "requestKey": "q1",
+        "name": "AskUserQuestion",
+        "input": {},
+        "expiresAt": 5,
+        "questions": [
+            {
+                "question": "Which database should we use?",
+                "header": "Database",
+                "multiSelect": False,
+                "options": [{"label": "SQLite", "description": "a file"}],
+            },
+            {"question": "Which port?", "header": "Port", "multiSelect": False, "options": []},
+        ],
+    }
+    q = policy.approval(ask, S)
+    assert q.body == "Question: Which database should we use? (+1 more)"
+    p = q.payload("cap-1")
+    assert "actions" not in p and "cap" not in p and p["url"] == "#/s/sid-1"
+    plan = {
+        "requestKey": "p1",
+        "name": "ExitPlanMode",
+        "input": {},
+        "expiresAt": 5,
+        "plan": "\n## Add SQLite storage\n\n1. schema\n2. tests\n",
+    }
+    n = policy.approval(plan, S)
+    assert n.body == "Plan ready for review: Add SQLite storage"
+    assert [a["action"] for a in n.payload("cap-2")["actions"]] == ["approve", "deny"]
+    stuck = {**plan, "answerable": False, "answerableReason": "not in tmux"}
+    assert "actions" not in policy.approval(stuck, S).payload("cap-3")
+    assert policy.approval({**plan, "plan": None}, S).body == "Plan ready for review"
+    bare = policy.approval({"requestKey": "q2", "name": "AskUserQuestion", "expiresAt": 5}, S)
+    assert bare.body == "Claude has a question" and "actions" not in bare.payload("cap-4")
+    ls = {"requestKey": "b1", "name": "Bash", "input": {"command": "ls"}, "expiresAt": 5}
+    assert "actions" not in policy.approval({**ls, "answerable": False}, S).payload("cap-5")
