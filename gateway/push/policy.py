@@ -1,4 +1,5 @@
-"""Which log event becomes which notification — pure, no I/O.
+"""Which log event becomes which notification — pure, no I/O (beyond reading the shared
+command rules, a packaged file, once at import).
 
 A :class:`Notice` is what a person should see: permission requests (with Approve/Deny),
 their resolution (replacing the request's notification), a session waiting for them, a
@@ -58,7 +59,12 @@ _FILE_TOOLS = {
     "NotebookEdit": "notebook_path",
 }
 #: Tools a notification shows whole in one line when that line fits (and nothing is flagged).
-_ONE_TAP_SHOWN = {"Bash": "command", "PowerShell": "command", "WebFetch": "url"}
+_ONE_TAP_SHOWN = {
+    "Bash": "command",
+    "PowerShell": "command",
+    "WebFetch": "url",
+    "WebSearch": "query",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,9 +233,9 @@ def approval(frame: dict[str, Any], s: Session) -> Notice:
     tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     name = str(frame.get("name", "tool"))
     questions = frame.get("questions")
-    if name == "AskUserQuestion" or isinstance(questions, list):
+    if name == "AskUserQuestion" or (isinstance(questions, list) and questions):
         body, tap = _question_text(questions if isinstance(questions, list) else []), False
-    elif name == "ExitPlanMode" or "plan" in frame:
+    elif name == "ExitPlanMode" or isinstance(frame.get("plan"), str):
         body, tap = _plan_text(frame.get("plan")), True
     else:
         body, tap = gist(name, tool_input, frame.get("edit")), one_tap(name, tool_input, s.cwd)

@@ -146,6 +146,10 @@ def test_files_outside_the_project_get_no_one_tap_approve() -> None:
     assert not tap("Read", "/work/project-other/secret")
     assert not tap("Edit", "/work/proj/../other/x.py")
     assert not tap("SomeMcpTool", "/work/proj/x"), "a tool the notification cannot show"
+    web = {"requestKey": "w", "name": "WebSearch", "input": {"query": "sqlite wal"}, "expiresAt": 5}
+    assert "actions" in policy.approval(web, P).payload("cap")
+    bash = {"requestKey": "b", "name": "Bash", "input": {"command": "ls"}, "questions": []}
+    assert "actions" in policy.approval({**bash, "plan": None}, P).payload("cap")
 
 
 def test_card_and_notification_flag_the_same_commands() -> None:
