@@ -45,10 +45,12 @@ def _load_rules() -> dict[str, Any]:
 
 
 _RULES = _load_rules()
-_FLAGS = [(re.compile(source), str(why)) for source, why in _RULES["flags"]]
+# ASCII: \b and \w as in JavaScript (the patterns spell out their spaces)
+_FLAGS = [(re.compile(source, re.ASCII), str(why)) for source, why in _RULES["flags"]]
 _HIDDEN = re.compile(_RULES["hidden"][0])
 _WRITES_WARNING = str(_RULES["writes"][0])
-_WRITES = [re.compile(source) for source in _RULES["writes"][1]]
+_WRITES = [re.compile(source, re.ASCII) for source in _RULES["writes"][1]]
+_WORDS = re.compile(r"[ \t\n\r\f\v]+")  # how a shell splits words
 _HARMLESS = frozenset(_RULES["harmlessTargets"])
 #: Tools whose input names a file, and the key that holds it.
 _FILE_TOOLS = {
@@ -186,7 +188,7 @@ def command_warnings(command: str, cwd: str | None = None) -> list[str]:
     if _HIDDEN.search(command):
         warnings.insert(0, str(_RULES["hidden"][1]))
     targets = [m.group(1) for pattern in _WRITES for m in pattern.finditer(command)]
-    paths = [p for t in targets for p in t.split() if not p.startswith("-")]
+    paths = [p for t in targets for p in _WORDS.split(t) if p and not p.startswith("-")]
     if any(outside_project(p, cwd) for p in paths):
         warnings.append(_WRITES_WARNING)
     return warnings

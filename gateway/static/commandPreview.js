@@ -55,7 +55,7 @@ export function commandWarnings(raw, cwd) {
   if (HIDDEN_CHARS.test(raw)) warnings.unshift(RULES.hidden[1]);
   HIDDEN_CHARS.lastIndex = 0;
   const targets = WRITES.flatMap((re) => [...raw.matchAll(re)].map((m) => m[1]));
-  const paths = targets.flatMap((t) => t.split(/\s+/)).filter((p) => p && !p.startsWith("-"));
+  const paths = targets.flatMap((t) => t.split(/[ \t\n\r\f\v]+/)).filter((p) => p && !p.startsWith("-"));
   if (paths.some((p) => outsideProject(p, cwd))) warnings.push(WRITES_WARNING);
   return warnings;
 }
