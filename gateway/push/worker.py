@@ -264,7 +264,8 @@ class PushWorker:
         cap = None
         if n.kind == "approval" and n.request_key and n.expires_ms:
             ttl_s = max(1, min(ttl_s, (n.expires_ms - now_ms()) // 1000))
-            cap = await self._store.grant(n.sid, n.request_key, n.expires_ms)
+            if n.one_tap:  # nothing to answer with where the notification cannot show it all
+                cap = await self._store.grant(n.sid, n.request_key, n.expires_ms)
         vapid = await self._store.vapid()
         topic = hashlib.sha256(n.tag.encode()).hexdigest()[:32]
         result = await self._web.send(

@@ -77,9 +77,15 @@ export function parseMarkdown(text) {
   return out;
 }
 
-/** Inline spans: `code`, **strong**, *em* / _em_, [text](url) as "text (url)". */
+/**
+ * Inline spans: `code`, **strong**, *em* / _em_, [text](url) as "text (url)". Linear in the
+ * text's length (per nesting level): every "where does this end" question is answered from a
+ * table built once per call, so no input (16 KB of `**x `, `[[[…`) rescans the rest of the text
+ * for each mark.
+ */
 export function parseInline(text, depth = 0) {
   const s = String(text ?? "");
+  const ends = new Ends(s);
   const out = [];
   let buf = "";
   const push = (node) => {
@@ -96,22 +102,24 @@ export function parseInline(text, depth = 0) {
       continue;
     }
     if (c === "`") {
-      const run = /^`+/.exec(s.slice(i))[0];
-      const end = s.indexOf(run, i + run.length);
+      let len = 1;
+      while (s[i + len] === "`") len += 1;
+      const run = "`".repeat(len);
+      const end = ends.code(run, i + len);
       if (end > i) {
-        push({ t: "code", text: s.slice(i + run.length, end).replace(/^ (.+) $/, "$1") });
-        i = end + run.length;
+        push({ t: "code", text: s.slice(i + len, end).replace(/^ (.+) $/, "$1") });
+        i = end + len;
         continue;
       }
       buf += run;
-      i += run.length;
+      i += len;
       continue;
     }
     if (depth < MAX_INLINE_DEPTH && (c === "*" || c === "_")) {
       const strong = s.startsWith(c + c, i);
       const mark = strong ? c + c : c;
       const from = i + mark.length;
-      const end = closing(s, mark, from);
+      const end = ends.closing(mark, from);
       const wordy = c === "_" && i > 0 && /\w/.test(s[i - 1]); // snake_case is not emphasis
       if (end > from && !wordy && !/\s/.test(s[from])) {
         push({ t: strong ? "strong" : "em", inl: parseInline(s.slice(from, end), depth + 1) });
@@ -120,11 +128,11 @@ export function parseInline(text, depth = 0) {
       }
     }
     if (c === "[") {
-      const m = /^\[([^\]\n]+)\]\(([^)\s]+)(?:\s+"[^"]*")?\)/.exec(s.slice(i));
-      if (m) {
-        const label = m[1];
-        buf += label === m[2] ? label : `${label} (${m[2]})`;
-        i += m[0].length;
+      const link = ends.link(i);
+      if (link) {
+        const [label, url, end] = link;
+        buf += label === url ? label : `${label} (${url})`;
+        i = end;
         continue;
       }
     }
@@ -135,17 +143,77 @@ export function parseInline(text, depth = 0) {
   return out;
 }
 
-function closing(s, mark, from) {
-  let k = from;
-  while (k < s.length) {
-    const at = s.indexOf(mark, k);
-    if (at < 0) return -1;
-    const single = mark.length === 1;
-    const doubled = single && (s[at + 1] === mark || s[at - 1] === mark);
-    if (!/\s/.test(s[at - 1] ?? " ") && !doubled) return at;
-    k = at + mark.length;
+const LINK_TITLE = /\s+"[^"]*"\)/y;
+
+/** Where marks, code runs and links of one text end; each table is built once, on first use. */
+class Ends {
+  constructor(s) {
+    this.s = s;
+    this.tables = new Map();
+    this.codeRuns = new Map();
   }
-  return -1;
+
+  /** `at[k]`: the first index >= k whose character passes `test` (s.length if none). */
+  next(key, test) {
+    let at = this.tables.get(key);
+    if (!at) {
+      const n = this.s.length;
+      at = new Int32Array(n + 2).fill(n);
+      for (let k = n - 1; k >= 0; k -= 1) at[k] = test(this.s[k]) ? k : at[k + 1];
+      this.tables.set(key, at);
+    }
+    return at;
+  }
+
+  /**
+   * The first closing `mark` at or after `from` (-1 if none): not preceded by whitespace and,
+   * for a single mark, not part of a double one. Scanning from k, an unusable mark is
+   * skipped whole, so the answer for k follows from the answer for a later index.
+   */
+  closing(mark, from) {
+    let at = this.tables.get(mark);
+    if (!at) {
+      const s = this.s;
+      const n = s.length;
+      const single = mark.length === 1;
+      at = new Int32Array(n + 3).fill(-1);
+      for (let k = n - 1; k >= 0; k -= 1) {
+        if (!s.startsWith(mark, k)) at[k] = at[k + 1];
+        else {
+          const doubled = single && (s[k + 1] === mark || s[k - 1] === mark);
+          at[k] = !/\s/.test(s[k - 1] ?? " ") && !doubled ? k : at[k + mark.length];
+        }
+      }
+      this.tables.set(mark, at);
+    }
+    return from < this.s.length ? at[from] : -1;
+  }
+
+  /** `s.indexOf(run, from)`, remembering the last answer per run so no stretch is searched twice. */
+  code(run, from) {
+    const seen = this.codeRuns.get(run);
+    if (seen && seen[0] <= from && (seen[1] < 0 || seen[1] >= from)) return seen[1];
+    const at = this.s.indexOf(run, from);
+    this.codeRuns.set(run, [from, at]);
+    return at;
+  }
+
+  /** `[label](url "title")` starting at `i`: [label, url, index after it], or null. */
+  link(i) {
+    const s = this.s;
+    const close = this.next("]", (ch) => ch === "]" || ch === "\n")[i + 1];
+    if (close <= i + 1 || s[close] !== "]" || s[close + 1] !== "(") return null;
+    const urlEnd = this.next(")", (ch) => ch === ")" || /\s/.test(ch))[close + 2];
+    if (urlEnd <= close + 2 || urlEnd >= s.length) return null;
+    let end = urlEnd + 1;
+    if (s[urlEnd] !== ")") {
+      LINK_TITLE.lastIndex = urlEnd;
+      const m = LINK_TITLE.exec(s);
+      if (!m) return null;
+      end = urlEnd + m[0].length;
+    }
+    return [s.slice(i + 1, close), s.slice(close + 2, urlEnd), end];
+  }
 }
 
 /** Does the text use any Markdown this renderer understands? (plain text stays one node) */

@@ -20,7 +20,11 @@ async function showPush(msg) {
     silent: msg.kind === "resolved",
     requireInteraction: msg.kind === "approval",
   };
-  if (Array.isArray(msg.actions)) options.actions = msg.actions;
+  // One-tap Approve/Deny only with the request's capability: a request the notification
+  // cannot show whole (a flagged or long command, a question) opens the app on its card.
+  if (msg.kind === "approval" && typeof msg.cap === "string" && Array.isArray(msg.actions)) {
+    options.actions = msg.actions;
+  }
   await self.registration.showNotification(msg.title, options);
 }
 

@@ -13,6 +13,7 @@ const SHELL = [
   "blockViews.js",
   "chatView.js",
   "commandPreview.js",
+  "commandRules.js",
   "connection.js",
   "controller.js",
   "diff.js",

@@ -50,3 +50,28 @@ test("plain text is recognised as such", () => {
   assert.equal(looksLikeMarkdown("It is **4**"), true);
   assert.equal(looksLikeMarkdown("- item"), true);
 });
+
+test("pathological 16 KB blocks parse within 5x the time of a normal 16 KB block", () => {
+  // Issue 22.10: `**x ` repeated took ~500 ms per block (every mark rescanned the rest).
+  const size = 16 * 1024;
+  const fill = (unit) => unit.repeat(Math.ceil(size / unit.length)).slice(0, size);
+  const normal = fill("Some **bold** words, *emphasis* and `code` in a [link](https://x.example/a) sentence. ");
+  const hostile = ["**x ", "*x ", "__x ", "[", "[a](", "``x `"].map(fill);
+  const timed = (text) => {
+    const t0 = performance.now();
+    parseMarkdown(text);
+    return performance.now() - t0;
+  };
+  const normalMs = [];
+  const hostileMs = hostile.map(() => []);
+  for (let round = 0; round < 9; round += 1) {
+    // side by side in one run: each round measures every block once
+    normalMs.push(timed(normal));
+    hostile.forEach((text, k) => hostileMs[k].push(timed(text)));
+  }
+  const base = Math.min(...normalMs);
+  hostileMs.forEach((ms, k) => {
+    const ratio = Math.min(...ms) / base;
+    assert.ok(ratio <= 5, `${JSON.stringify(hostile[k].slice(0, 8))}… took ${ratio.toFixed(1)}x a normal block`);
+  });
+});
