@@ -146,8 +146,17 @@ async def bash_rules(root: Path) -> dict[str, Any]:
         await term.screen_until(lambda s: "First run done." in s, 30, "the first run")
         await wait_ready(term)
         await term.type_keys("again")
-        await term.screen_until(lambda s: "Second run done." in s, 30, "the second run")
+        await term.screen_until(
+            lambda s: (
+                "Second run done." in s
+                or len(checks.of_type(watcher.frames, "permission_request")) > 1
+            ),
+            30,
+            "the second run (or its request)",
+        )
         between = checks.of_type(watcher.frames, "permission_request")
+        if len(between) > 1:  # asked again: the rule was not written
+            return r.report(first=first, always=always, between=len(between))
         await wait_ready(term)
         await term.type_keys("touch it")
         touch = await _request(watcher, 2)
@@ -183,8 +192,8 @@ def test_always_allow_then_reject_and_stop(tmp_path: Path) -> None:
     first = report["first"]
     assert first["suggestions"][0]["text"] == "Always allow `npm test *` in this project"
     assert report["always"]["type"] == "decision_ack", report["always"]
-    assert report["local"] == {"permissions": {"allow": ["Bash(npm test *)"]}}
     assert report["between"] == 1, "the second npm test was asked again"
+    assert report["local"] == {"permissions": {"allow": ["Bash(npm test *)"]}}
     assert report["stop"]["type"] == "decision_ack", report["stop"]
     assert not report["touched"]
     turns = [q for q in report["requests"] if q.get("kind") == "turn"]
