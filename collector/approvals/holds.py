@@ -155,7 +155,8 @@ class Approvals:
     # --- one request --------------------------------------------------------------------
 
     async def request(self, body: bytes, *, gone: asyncio.Future[bytes]) -> dict[str, Any]:
-        """The hook's answer: ``{"behavior": "allow"|"deny", "message"?}`` or ``{}`` (none)."""
+        """The hook's answer: ``{"behavior": "allow"|"deny", "message"?, "updatedInput"?,
+        "updatedPermissions"?, "interrupt"?}`` (:mod:`.asks`) or ``{}`` (none)."""
         outcome = "unavailable"
         try:
             outcome, reply = await self._request(body, gone)
