@@ -253,3 +253,27 @@ async def test_plan_outside_tmux_is_not_answerable(
 def test_suggestion_text(suggestion: dict[str, Any], text: str | None) -> None:
     """Each known suggestion shape reads as the rule it writes; an unknown one gets no words."""
     assert ap.suggestion_text(suggestion) == text
+
+
+def test_questions_are_bounded_never_cut() -> None:
+    """Questions within bounds pass as typed data (a long description is cut); a question
+    too long, too many options, two alike or a malformed one make the whole set unsendable."""
+    long_desc = [{**QUESTIONS[0], "options": [{"label": "A", "description": "d" * 5000}]}]
+    assert ap.questions_of({"questions": long_desc}) == [
+        {
+            "question": DB,
+            "header": "Database",
+            "multiSelect": False,
+            "options": [{"label": "A", "description": "d" * ap.MAX_DESCRIPTION_CHARS}],
+        }
+    ]
+    many = [{"label": f"o{i}", "description": ""} for i in range(ap.MAX_OPTIONS + 1)]
+    for bad in (
+        [{**QUESTIONS[0], "question": "q" * (ap.MAX_QUESTION_CHARS + 1)}],
+        [{**QUESTIONS[0], "options": many}],
+        [QUESTIONS[0], QUESTIONS[0]],
+        [{**QUESTIONS[0], "options": [{"description": "no label"}]}],
+        ["not an object"],
+        [],
+    ):
+        assert ap.questions_of({"questions": bad}) is None, bad
