@@ -43,6 +43,7 @@ from relaybus.shared.wire.approvals import (
     DENY,
     PERMISSION_DECISION,
     WATCHERS_TTL_S,
+    check_answers,
     decision_record,
     parse_resolved,
     watcher_value,
@@ -181,7 +182,8 @@ class GatewayApprovals:
                 ErrorCode.INVALID_FIELD, f"{msg.type} needs a sessionId (or a watched session)", rid
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
-        if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId):
+        extra = _checked(entry, msg)
+        if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId, extra):
             self._metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
@@ -201,6 +203,8 @@ class GatewayApprovals:
             _sid, _key, entry = await self._target([sid], key, None)
         except ProtocolError as exc:
             return str(exc.code.value)
+        if entry.get("questions") is not None or entry.get("answerable") is False:
+            return ErrorCode.INVALID_FIELD.value  # one tap is no complete answer to these
         if not await self._deliver(sid, key, entry, decision, None, None, None):
             return ErrorCode.ALREADY_RESOLVED.value
         log.info("push: %s of %s in session %s", decision, key, sid)
@@ -215,11 +219,12 @@ class GatewayApprovals:
         reason: str | None,
         rid: str | None,
         trace_id: str | None,
+        extra: dict[str, Any] | None = None,
     ) -> bool:
         """Claim the decision (first writer wins) and send it to the holding collector."""
         claimed = await self._client.set(
             self._keys.approval(key),
-            decision_record(decision, reason),
+            decision_record(decision, reason, extra),
             nx=True,
             ex=DECISION_GRACE_S,
         )
@@ -295,3 +300,36 @@ class GatewayApprovals:
             if found is not None:
                 return found
         return None
+
+
+def _checked(
+    entry: dict[str, Any], msg: protocol.AcceptDiff | protocol.RejectDiff
+) -> dict[str, Any]:
+    """The decision's ``answers`` / ``suggestion`` / ``interrupt``, checked against the request
+    (its approvals index entry); :class:`ProtocolError` ``invalid_field`` when they do not fit."""
+    rid = msg.requestId
+
+    def refuse(why: str) -> ProtocolError:
+        return ProtocolError(ErrorCode.INVALID_FIELD, why, rid)
+
+    if entry.get("answerable") is False:
+        raise refuse("this request cannot be answered from a client: answer it at the terminal")
+    if isinstance(msg, protocol.RejectDiff):
+        return {"interrupt": True} if msg.interrupt else {}
+    extra: dict[str, Any] = {}
+    questions = entry.get("questions")
+    if msg.answers is not None:
+        if not isinstance(questions, list):
+            raise refuse("answers: this request asks no questions")
+        why = check_answers(questions, msg.answers)
+        if why is not None:
+            raise refuse(f"answers: {why}")
+        extra["answers"] = msg.answers
+    elif isinstance(questions, list):
+        raise refuse("this request asks questions: accept_diff needs answers")
+    if msg.suggestion is not None:
+        offered = entry.get("suggestions")
+        if not isinstance(offered, int) or msg.suggestion >= offered:
+            raise refuse(f"suggestion {msg.suggestion}: the request offers {offered or 0}")
+        extra["suggestion"] = msg.suggestion
+    return extra

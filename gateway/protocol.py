@@ -94,6 +94,10 @@ class AcceptDiff(_Msg):
     type: Literal["accept_diff"]
     sessionId: SessionId | None = None
     requestKey: RequestKey | None = None
+    #: AskUserQuestion: question -> label | [labels] | free text (checked against the request).
+    answers: dict[str, str | list[str]] | None = None
+    #: An index into the request's ``suggestions`` ("always allow").
+    suggestion: int | None = Field(default=None, ge=0, le=1000)
 
 
 class RejectDiff(_Msg):
@@ -101,6 +105,8 @@ class RejectDiff(_Msg):
     sessionId: SessionId | None = None
     requestKey: RequestKey | None = None
     reason: str | None = Field(default=None, max_length=4096)
+    #: "Reject and stop Claude": the CLI ends the turn instead of going on.
+    interrupt: bool = False
 
 
 Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff

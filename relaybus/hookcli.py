@@ -50,11 +50,22 @@ def _env_float(name: str, default: float) -> float:
         return default
 
 
-def answer(behavior: str, message: str | None = None) -> dict[str, Any]:
-    """Claude Code's PermissionRequest hook output for ``allow`` / ``deny``."""
+def answer(
+    behavior: str, message: str | None = None, reply: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Claude Code's PermissionRequest hook output for ``allow`` / ``deny``; from the
+    collector's ``reply``: ``updatedInput`` (an object) and ``updatedPermissions`` (a list)
+    on allow — a question's answers, an "always allow" rule —, ``interrupt: true`` on deny."""
     decision: dict[str, Any] = {"behavior": behavior}
+    extra = reply or {}
     if behavior == "deny" and message:
         decision["message"] = message
+    if behavior == "allow" and isinstance(extra.get("updatedInput"), dict):
+        decision["updatedInput"] = extra["updatedInput"]
+    if behavior == "allow" and isinstance(extra.get("updatedPermissions"), list):
+        decision["updatedPermissions"] = extra["updatedPermissions"]
+    if behavior == "deny" and extra.get("interrupt") is True:
+        decision["interrupt"] = True
     return {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}
 
 
@@ -150,7 +161,7 @@ def permission_request(argv: Sequence[str]) -> int:
     behavior = reply.get("behavior")
     if behavior in ("allow", "deny"):
         message = reply.get("message")
-        out = answer(behavior, message if isinstance(message, str) else None)
+        out = answer(behavior, message if isinstance(message, str) else None, reply)
         sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
     return 0

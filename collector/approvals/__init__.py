@@ -19,6 +19,7 @@ for the approval timeout, so a late decision without a ``requestKey`` is
 The modules: :mod:`.endpoint` serves the socket, :mod:`.holds` holds the requests (their
 state machine; their events and turn changes go through the engine's inbox,
 ``relaybus.collector.inbox``), :mod:`.records` writes their Redis records, :mod:`.preview` finds a request's tool call in the
-transcript and previews its edit. The hook command and the settings.json installer are
+transcript and previews its edit, :mod:`.asks` says what a request asks beyond yes/no
+(questions, the CLI's suggestions, a plan) and turns a client's answer into the hook's. The hook command and the settings.json installer are
 process tooling: ``relaybus.hookcli`` and ``relaybus.claude_settings``.
 """

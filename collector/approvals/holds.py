@@ -22,8 +22,9 @@ import orjson
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from relaybus.collector.approvals import endpoint, preview
+from relaybus.collector.approvals import asks, endpoint, preview
 from relaybus.collector.approvals.records import Decision, Records
+from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.collector.inbox import Inbox, SessionWriter
 from relaybus.collector.session_state import turn_changed
 from relaybus.shared.aio import now_ms
@@ -116,6 +117,8 @@ class Approvals:
     #: The live-process file's last status per session (``waiting``: Claude Code's dialog).
     _live: dict[str, str] = field(default_factory=dict, init=False)
     _store: Records | None = field(default=None, init=False)
+    #: Types a plan's decision into its tmux pane (``asks``).
+    tmux: TmuxDriver = field(default_factory=TmuxDriver, init=False)
     port: int = field(default=0, init=False)
 
     # --- the endpoint -----------------------------------------------------------------
@@ -152,7 +155,8 @@ class Approvals:
     # --- one request --------------------------------------------------------------------
 
     async def request(self, body: bytes, *, gone: asyncio.Future[bytes]) -> dict[str, Any]:
-        """The hook's answer: ``{"behavior": "allow"|"deny", "message"?}`` or ``{}`` (none)."""
+        """The hook's answer: ``{"behavior": "allow"|"deny", "message"?, "updatedInput"?,
+        "updatedPermissions"?, "interrupt"?}`` (:mod:`.asks`) or ``{}`` (none)."""
         outcome = "unavailable"
         try:
             outcome, reply = await self._request(body, gone)
@@ -215,11 +219,21 @@ class Approvals:
             tool_use_id,
             saw_waiting=self._live.get(sid) == "waiting",
         )
+        described = await asks.describe(
+            name,
+            tool_input,
+            req,
+            sid=sid,
+            claude_dir=s.claude_dir,
+            transcript=transcript,
+            tool_use_id=tool_use_id,
+            tmux=self.tmux,
+        )
         if tool_use_id is None and transcript is not None:
             held.rematch = lambda ids: preview.call_after(transcript, offset, name, tool_input, ids)
         self.held[key] = held
         try:
-            await records.index(sid, key, name, expires)
+            await records.index(sid, key, name, expires, described.index())
             frame = frames.permission_request(
                 sid,
                 request_key=key,
@@ -228,6 +242,7 @@ class Approvals:
                 tool_input=tool_input,
                 edit=edit,
                 expires_at=expires,
+                asks=described.frame(),
             )
             if not await self._publish(sid, frame, frames.PERMISSION_REQUEST, wait=True):
                 await self._finish(held, (approvals.CANCELLED, None), claim=True)
@@ -247,13 +262,14 @@ class Approvals:
         finally:
             self.held.pop(key, None)
         log.info("approvals: %s %s: %s", sid, key, decision[0])
-        if decision[0] == approvals.ALLOW:
-            return approvals.ALLOW, {"behavior": approvals.ALLOW}
-        if decision[0] == approvals.DENY:
-            return approvals.DENY, {
-                "behavior": approvals.DENY,
-                "message": decision[1] or "Rejected from relaybus",
-            }
+        if decision[0] in approvals.CLIENT_DECISIONS:
+            try:
+                extra = await self._records.extra(key)
+            except (RedisError, OSError, TimeoutError) as exc:
+                log.warning("approvals: %s: the decision's answers are unreadable: %s", key, exc)
+                extra = {}
+            reply = await asks.answer(described, self.tmux, decision[0], decision[1], extra)
+            return decision[0], reply
         if decision[0] in (approvals.TIMED_OUT, approvals.ANSWERED_ELSEWHERE):
             return decision[0], {}
         return approvals.CANCELLED, {}

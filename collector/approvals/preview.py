@@ -124,6 +124,28 @@ def call_after(
     return None if found is None else (found, found in answered)
 
 
+def call_input(path: Path, tool_use_id: str) -> dict[str, Any] | None:
+    """The input of the ``tool`` block ``tool_use_id`` in the transcript's tail, as the model
+    wrote it (the hook may see less: ExitPlanMode's plan is only here)."""
+    try:
+        with open_regular(path) as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TRANSCRIPT_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return None
+    needle = tool_use_id.encode()
+    for raw in reversed(data.split(b"\n")):
+        if needle not in raw:
+            continue
+        event = projection.project_line(raw, text_max_chars=len(raw) + 1).event
+        for block in (event or {}).get("blocks", []):
+            if block.get("kind") == "tool" and block.get("toolUseId") == tool_use_id:
+                found = block.get("input")
+                return found if isinstance(found, dict) else None
+    return None
+
+
 def file_size(path: Path) -> int:
     """The file's size now (0 when unreadable)."""
     try:

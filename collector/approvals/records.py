@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
@@ -50,10 +50,15 @@ class Records:
         )
         return host, cwd
 
-    async def index(self, sid: str, key: str, name: str, expires_ms: int) -> None:
-        """List the request in the session's ``approvals`` hash."""
+    async def index(
+        self, sid: str, key: str, name: str, expires_ms: int, asks: dict[str, Any] | None = None
+    ) -> None:
+        """List the request in the session's ``approvals`` hash (``asks``: what the gateway
+        checks a decision against, ``relaybus.collector.approvals.asks.Asks.index``)."""
         index = self.keys.approvals(sid)
-        entry = orjson.dumps({"host": self.host, "name": name, "expiresAt": expires_ms})
+        entry = orjson.dumps(
+            {**(asks or {}), "host": self.host, "name": name, "expiresAt": expires_ms}
+        )
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(index, key, entry)
         pipe.expire(index, int(self.timeout_s) + approvals.DECISION_GRACE_S)
@@ -62,6 +67,10 @@ class Records:
     async def decision(self, key: str) -> Decision | None:
         """The decision a gateway (or we) claimed, if any."""
         return approvals.parse_decision(await self._op(self.client.get(self.keys.approval(key))))
+
+    async def extra(self, key: str) -> dict[str, Any]:
+        """The client decision's ``answers`` / ``suggestion`` / ``interrupt``, as claimed."""
+        return approvals.decision_extra(await self._op(self.client.get(self.keys.approval(key))))
 
     async def claim(self, key: str, decision: Decision) -> Decision:
         """Claim the decision key (first writer wins); the decision that stands."""

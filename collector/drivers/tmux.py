@@ -164,3 +164,35 @@ class TmuxDriver:
             await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Escape")
         except TmuxError as exc:
             raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
+
+
+#: Claude Code 2.1.332's "Exit plan mode?" dialog: the key of each option, and what it shows.
+PLAN_APPROVE_KEY = "1"  # "1. Yes, and switch to default (ask each time) for this session"
+PLAN_REJECT_KEY = "2"  # "2. No": the plan is rejected and the turn stops
+PLAN_DIALOG_MARK = "Exit plan mode?"
+#: How long a note waits for the dialog to close before it is typed as the next prompt.
+PLAN_CLOSE_WAIT_S = 5.0
+PLAN_CLOSE_POLL_S = 0.05
+
+
+async def answer_plan(driver: TmuxDriver, pane: Pane, approve: bool, note: str | None) -> None:
+    """Answer the plan dialog in ``pane`` with its option's key; "keep planning" with a note
+    is "No" and then the note typed as the next prompt, once the dialog has closed (the CLI
+    offers no note field of its own). Raises :class:`DriverError` (``bridge_error``)."""
+    text = terminal_text(note) if note and note.strip() else None
+    key = PLAN_APPROVE_KEY if approve else PLAN_REJECT_KEY
+    try:
+        await driver._tmux(pane.socket, "send-keys", "-t", pane.pane_id, key)
+        if approve or text is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PLAN_CLOSE_WAIT_S
+        while PLAN_DIALOG_MARK in await driver._tmux(
+            pane.socket, "capture-pane", "-p", "-t", pane.pane_id
+        ):
+            if loop.time() > deadline:
+                raise TmuxError("the plan dialog did not close")
+            await asyncio.sleep(PLAN_CLOSE_POLL_S)
+    except TmuxError as exc:
+        raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
+    await driver.prompt(pane, text)

@@ -97,8 +97,11 @@ def permission_request(
     tool_input: dict[str, Any],
     edit: dict[str, Any] | None,
     expires_at: int,
+    asks: dict[str, Any] | None = None,
 ) -> bytes:
-    """A held permission request (session stream, no ``sessionSeq``)."""
+    """A held permission request (session stream, no ``sessionSeq``); ``asks`` adds what it
+    asks beyond yes/no: ``questions``, ``suggestions``, ``plan``, ``answerable: false`` with
+    ``answerableReason`` (``relaybus.collector.approvals.asks``)."""
     frame: dict[str, Any] = {
         "type": PERMISSION_REQUEST,
         "sessionId": sid,
@@ -110,6 +113,7 @@ def permission_request(
         frame["toolUseId"] = tool_use_id
     if edit is not None:
         frame["edit"] = edit
+    frame.update(asks or {})
     frame["expiresAt"] = expires_at
     return _prefix(frame)
 
