@@ -215,9 +215,9 @@ async def test_push_and_approvals_run_under_the_acl_users(
     target = m.workdir / "parser.py"
     target.write_text("a = 1\n")
     tool_input = {"file_path": str(target), **EDIT}
-    settings = make_settings(urls["gateway"], namespace)
     try:
         with PushServiceStandIn() as service:
+            settings = make_settings(urls["gateway"], namespace, push_endpoint_allow=service.host)
             async with (
                 running_gateway(settings) as gw,
                 httpx.AsyncClient(base_url=gw.http, timeout=10) as http,
