@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from relaybus.collector.approvals import preview
-from relaybus.collector.drivers import DriverError
+from relaybus.collector.drivers import DriverError, pane_check
 from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import Pane, TmuxDriver, answer_plan
+from relaybus.collector.procfiles import LiveProcess
 from relaybus.shared.wire import approvals
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,11 @@ class Asks:
     cli_questions: Any = None
     suggestions: list[dict[str, Any]] = field(default_factory=list)
     plan: str | None = None
-    #: Where the plan dialog is answered (ExitPlanMode in tmux).
+    #: Where the plan dialog is answered (ExitPlanMode in tmux), the Claude Code process that
+    #: must be in that pane when its key is typed, and the live files' directory.
     pane: Pane | None = None
+    live: LiveProcess | None = None
+    sessions_dir: Path | None = None
     #: Why no client can answer this request (``None``: one can).
     unanswerable: str | None = None
 
@@ -122,6 +126,7 @@ async def describe(
         live = find_live(claude_dir, sid)
         if live is not None:
             asks.pane = await tmux.find_pane(live.pid, live.tmux)
+            asks.live, asks.sessions_dir = live, claude_dir / "sessions"
         if asks.pane is None:
             asks.unanswerable = NOT_IN_TMUX
     return asks
@@ -131,8 +136,9 @@ async def answer(
     asks: Asks, tmux: TmuxDriver, decision: str, message: str | None, extra: dict[str, Any]
 ) -> dict[str, Any]:
     """The hook's answer to a client's ``allow``/``deny``; a plan's is typed into its pane first."""
-    if asks.pane is not None:
+    if asks.pane is not None and asks.live is not None and asks.sessions_dir is not None:
         try:
+            await pane_check.verify(tmux, asks.pane, asks.live, asks.sessions_dir)
             await answer_plan(tmux, asks.pane, decision == approvals.ALLOW, message)
         except DriverError as exc:
             log.warning("approvals: the plan dialog in %s was not answered: %s", asks.pane, exc)
