@@ -57,7 +57,8 @@ const chatView = new ChatView($("#chat-view"), {
     ctl.actions.sendPrompt(text);
     chatView.input.value = "";
   },
-  onDecision: (item, d) => ctl.actions.decide(item, d),
+  onDecision: (item, d, extra) => ctl.actions.decide(item, d, extra),
+  readOnly: () => ctl.store.readOnly,
   onDismiss: (p) => ctl.actions.dismiss(p),
 });
 

@@ -9,7 +9,10 @@ import { promptsOffText, sessionTitle } from "./sessionState.js";
 const STICK_PX = 80;
 
 export class ChatView {
-  /** @param {{onStop: Function, onSend: Function, onDecision: Function, onDismiss: Function}} hooks */
+  /**
+   * @param {{onStop: Function, onSend: Function, onDecision: Function, onDismiss: Function,
+   *          readOnly: () => boolean}} hooks
+   */
   constructor(root, hooks) {
     this.root = root;
     this.hooks = hooks;
@@ -28,7 +31,8 @@ export class ChatView {
     this.full = null; // items to redraw from scratch at the next frame
     this.frame = 0;
     this.renderer = new ChatRenderer(root.querySelector("#messages"), {
-      onDecision: (item, d) => hooks.onDecision(item, d),
+      onDecision: (item, d, extra) => hooks.onDecision(item, d, extra),
+      readOnly: () => hooks.readOnly(),
     });
     this.stop.addEventListener("click", () => hooks.onStop());
     this.form.addEventListener("submit", (e) => {
