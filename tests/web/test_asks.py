@@ -24,7 +24,7 @@ from tests.support.gateway_publish import Publisher
 from tests.support.wait import poll
 from tests.web.conftest import Stack, artifacts_dir, open_app
 
-QUESTIONS = [
+QUESTIONS: list[dict[str, Any]] = [
     {
         "question": "Which database should we use?",
         "header": "Database",
@@ -144,9 +144,7 @@ def _card(page: Page, key: str) -> Locator:
     return page.locator(f'.permission[data-key="{key}"]')
 
 
-def test_question_card_sends_every_answer_in_one_accept_diff(
-    page: Page, stack: Stack
-) -> None:
+def test_question_card_sends_every_answer_in_one_accept_diff(page: Page, stack: Stack) -> None:
     """AskUserQuestion renders as radio and checkbox choices plus "Other"; Send answers stays disabled until each is answered, then sends one accept_diff with all answers."""
     sent = _record_sent(page)
     sid, _ = _open_session(page, stack)
@@ -196,7 +194,9 @@ def test_other_is_sent_as_the_typed_answer(page: Page, stack: Stack) -> None:
     expect(card.locator(".pq input[type=radio]").nth(2)).to_be_checked()
     expect(card.locator(".pq input[type=radio]").nth(0)).not_to_be_checked()
     card.locator("button", has_text="Send answers").click()
-    assert _decisions(sent, 1)[0]["answers"] == {"Which database should we use?": "DuckDB, embedded"}
+    assert _decisions(sent, 1)[0]["answers"] == {
+        "Which database should we use?": "DuckDB, embedded"
+    }
 
 
 def test_always_allow_offers_each_cli_suggestion_and_sends_its_index(
