@@ -4,7 +4,7 @@
 import { h } from "./dom.js";
 import { Indicator } from "./indicator.js";
 import { ChatRenderer } from "./render.js";
-import { promptsOffText, sessionTitle } from "./sessionState.js";
+import { headerTitle, promptsOffText } from "./sessionState.js";
 
 const STICK_PX = 80;
 
@@ -91,10 +91,10 @@ export class ChatView {
   }
 
   header(info) {
-    this.title.textContent = sessionTitle(info);
+    this.title.textContent = headerTitle(info);
     const ended = info.live === false || info.ended ? " · ended" : "";
     this.sub.textContent = [info.host, info.cwd].filter(Boolean).join(" · ") + ended;
-    document.title = `${sessionTitle(info)} · relaybus`;
+    document.title = `${headerTitle(info)} · relaybus`;
   }
 
   /** Working indicator and Stop button from the session's turn state. */

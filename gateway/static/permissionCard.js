@@ -58,7 +58,7 @@ function answerViews(item, onDecision, { asking, isPlan, busy }) {
     class: "preason",
     rows: 2,
     maxlength: REASON_MAX_CHARS,
-    placeholder: isPlan ? "What should change? (optional)" : "Reason for Claude (optional)",
+    placeholder: isPlan ? "What should change? (optional, sent with Keep planning)" : "Reason for Claude (optional)",
     "aria-label": isPlan ? "Note for Claude" : "Reason for rejecting",
     disabled: busy,
   });

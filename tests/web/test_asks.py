@@ -236,3 +236,137 @@ def test_always_allow_offers_each_cli_suggestion_and_sends_its_index(
     assert _decisions(sent, 1) == [
         {"type": "accept_diff", "sessionId": sid, "requestKey": "k-bash", "suggestion": 1}
     ]
+
+
+def test_plan_card_renders_markdown_and_approves_or_keeps_planning_with_a_note(
+    page: Page, stack: Stack
+) -> None:
+    """A plan shows as Markdown with Approve and Keep planning; Keep planning sends reject_diff with the note, Approve a bare accept_diff."""
+    sent = _record_sent(page)
+    sid, _ = _open_session(page, stack)
+    _publish(stack, sid, _request("k-plan1", "ExitPlanMode", {}, plan=PLAN))
+    card = _card(page, "k-plan1")
+    expect(card.locator(".plan .mdh")).to_have_text("Plan")
+    expect(card.locator(".plan ol li")).to_have_text(["Add the users table", "Write the migration"])
+    expect(card.locator(".plan ol li code")).to_have_text("users")
+    expect(card.locator(".plan strong").last).to_have_text("all")
+    card.scroll_into_view_if_needed()
+    page.screenshot(path=str(artifacts_dir() / "web-mobile-plan.png"), full_page=True)
+    card.locator(".preason").fill("Use SQLite, not Postgres")
+    card.locator("button", has_text="Keep planning").click()
+    _publish(stack, sid, _resolved("k-plan1", "deny"))
+    expect(card.locator(".decision")).to_have_text("Kept planning")
+    _publish(stack, sid, _request("k-plan2", "ExitPlanMode", {}, plan=PLAN + "\n3. SQLite"))
+    _card(page, "k-plan2").locator("button", has_text="Approve").click()
+    assert _decisions(sent, 2) == [
+        {
+            "type": "reject_diff",
+            "sessionId": sid,
+            "requestKey": "k-plan1",
+            "reason": "Use SQLite, not Postgres",
+        },
+        {"type": "accept_diff", "sessionId": sid, "requestKey": "k-plan2"},
+    ]
+
+
+def test_reject_and_stop_claude_sends_interrupt_with_the_reason(page: Page, stack: Stack) -> None:
+    """Under "Reject with a reason, or stop Claude": Reject with reason sends reject_diff{reason}; Reject and stop Claude adds interrupt: true."""
+    sent = _record_sent(page)
+    sid, _ = _open_session(
+        page,
+        stack,
+        ("tu1", "Bash", {"command": "rm -rf build"}),
+        ("tu2", "Bash", {"command": "ls"}),
+    )
+    _publish(stack, sid, _request("k-1", "Bash", {"command": "rm -rf build"}, toolUseId="tu1"))
+    first = _card(page, "k-1")
+    first.locator(".pmore summary").click()
+    first.locator(".preason").fill("  keep the build  ")
+    first.locator("button", has_text="Reject with reason").click()
+    _publish(stack, sid, _request("k-2", "Bash", {"command": "ls"}, toolUseId="tu2"))
+    second = _card(page, "k-2")
+    second.locator(".pmore summary").click()
+    second.locator("button", has_text="Reject and stop Claude").click()
+    assert _decisions(sent, 2) == [
+        {"type": "reject_diff", "sessionId": sid, "requestKey": "k-1", "reason": "keep the build"},
+        {"type": "reject_diff", "sessionId": sid, "requestKey": "k-2", "interrupt": True},
+    ]
+
+
+def test_read_only_token_and_unanswerable_requests_show_no_buttons(
+    page: Page, stack: Stack
+) -> None:
+    """A read-only token sees the question card with no buttons and says why; an answerable:false plan says its reason, read-only, to every client."""
+    sid, path = stack.new_session()
+    stack.write(path, w.prompt(sid, "plan it"))
+    _publish(
+        stack,
+        sid,
+        _request("k-q", "AskUserQuestion", {}, questions=QUESTIONS[:1]),
+        _request(
+            "k-p",
+            "ExitPlanMode",
+            {},
+            plan=PLAN,
+            answerable=False,
+            answerableReason="This plan must be approved at the terminal.",
+        ),
+    )
+    page.goto(f"{stack.gateway.url}?token={w.READ_TOKEN}")
+    page.locator(f'.srow[data-session-id="{sid}"] a').click()
+    for key in ("k-q", "k-p"):
+        expect(_card(page, key).locator(".ptitle")).to_be_visible()
+        expect(_card(page, key).locator("button")).to_have_count(0)
+    expect(_card(page, "k-q").locator(".pnote")).to_have_text(
+        "This access token can watch but not answer."
+    )
+    expect(_card(page, "k-q").locator("input[type=radio]").first).to_be_disabled()
+    expect(_card(page, "k-p").locator(".pnote")).to_have_text(
+        "This plan must be approved at the terminal."
+    )
+    page.goto(f"{stack.gateway.url}?token={w.TOKEN}")
+    page.locator(f'.srow[data-session-id="{sid}"] a').click()
+    expect(_card(page, "k-q").locator("button", has_text="Send answers")).to_be_visible()
+    expect(_card(page, "k-p").locator(".plan ol li")).to_have_count(2)
+    expect(_card(page, "k-p").locator("button")).to_have_count(0)
+    expect(_card(page, "k-p").locator(".pnote")).to_have_text(
+        "This plan must be approved at the terminal."
+    )
+
+
+CLI_REJECTED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it"
+    " was a file edit, the new_string was NOT written to the file). To tell you how to proceed,"
+    " the user said:\nuse yarn instead"
+)
+
+
+def test_interrupts_and_rejections_show_as_what_they_are(page: Page, stack: Stack) -> None:
+    """The CLI's interrupt line is a notice, not a user bubble; a tool rejected in the terminal or from a phone is a Rejected row with who and why, not an error."""
+    sid, path = _open_session(
+        page, stack, ("tu1", "Bash", {"command": "npm i"}), ("tu2", "Bash", {"command": "git push"})
+    )
+    _publish(stack, sid, _request("k-2", "Bash", {"command": "git push"}, toolUseId="tu2"))
+    _publish(stack, sid, _resolved("k-2", "deny", message="not on main"))
+    stack.write(
+        path,
+        w.tool_result(sid, "tu1", CLI_REJECTED, error=True),
+        w.tool_result(sid, "tu2", "not on main", error=True),
+        w.prompt(sid, "[Request interrupted by user for tool use]"),
+    )
+    tools = page.locator("#messages .tool")
+    expect(tools.locator(".rej-label")).to_have_text(
+        ["Rejected in the terminal: use yarn instead", "Rejected from relaybus: not on main"]
+    )
+    expect(tools.locator(".err-label")).to_have_count(0)
+    expect(page.locator("#messages .tool.rejected")).to_have_count(2)
+    expect(page.locator("#messages .interrupt")).to_have_text(
+        ["Interrupted while a tool was waiting"]
+    )
+    expect(page.locator("#messages .bubble.user")).to_have_text(["set up the database"])
+
+
+def test_header_without_a_title_falls_back_to_the_cwd_basename(page: Page, stack: Stack) -> None:
+    """With no title the session header names the cwd's last folder (as the seed says), not the first prompt or the id."""
+    _open_session(page, stack)
+    expect(page.locator("#chat-title")).to_have_text("project")
