@@ -28,6 +28,7 @@ const SHELL = [
   "outcomes.js",
   "permissionCard.js",
   "push-sw.js",
+  "pushPrefs.js",
   "pushSettings.js",
   "render.js",
   "sessionState.js",
