@@ -364,6 +364,7 @@ def test_interrupts_and_rejections_show_as_what_they_are(page: Page, stack: Stac
         ["Interrupted while a tool was waiting"]
     )
     expect(page.locator("#messages .bubble.user")).to_have_text(["set up the database"])
+    page.screenshot(path=str(artifacts_dir() / "web-mobile-outcomes.png"), full_page=True)
 
 
 def test_header_without_a_title_falls_back_to_the_cwd_basename(page: Page, stack: Stack) -> None:
