@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol, server_frames
+from relaybus.gateway.auth import Access
 from relaybus.gateway.connection import Connection
 from relaybus.gateway.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
@@ -103,7 +104,11 @@ class Resumer:
             conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
 
     def _welcome(self, conn: Connection, caps: list[str], tok: str, request_id: str | None) -> None:
-        conn.send(server_frames.welcome(caps, tok, self.gateway_id, self.hub.position, request_id))
+        read_only = conn.access is Access.READ
+        frame = server_frames.welcome(
+            caps, tok, self.gateway_id, self.hub.position, request_id, read_only=read_only
+        )
+        conn.send(frame)
         conn.welcomed = True
 
     def _token(self, gen: int) -> str:

@@ -76,15 +76,24 @@ def gap_frame(
 
 
 def welcome(
-    capabilities: list[str], epoch: str, gateway_id: str, seq_id: int, request_id: str | None
+    capabilities: list[str],
+    epoch: str,
+    gateway_id: str,
+    seq_id: int,
+    request_id: str | None,
+    *,
+    read_only: bool = False,
 ) -> dict[str, Any]:
-    frame = {
+    """``readOnly`` (additive) tells a client its token may watch but not act, so it can
+    leave out buttons that would only be answered ``forbidden``."""
+    frame: dict[str, Any] = {
         "type": "welcome",
         "capabilities": capabilities,
         "epoch": epoch,
         "gatewayId": gateway_id,
         "serverVersion": __version__,
         "seqId": seq_id,
+        "readOnly": read_only,
     }
     return with_request(frame, request_id)
 

@@ -1,6 +1,7 @@
 // What a person does to a session (prompt, Stop, Approve/Reject, new conversation) and the
 // server's answers to it, with the requests still awaiting one. No DOM: it tells the view.
 
+import { questionsOf, REASON_MAX_CHARS, suggestionsOf } from "./asks.js";
 import { errorText } from "./errorWords.js";
 import { newId } from "./ids.js";
 
@@ -16,7 +17,21 @@ const DECISION_WORDS = {
   timeout: "Expired: answer it in the terminal",
   no_decision: "No decision: answer it in the terminal",
   cancelled: "Cancelled",
+  answered_elsewhere: "Answered in the terminal",
 };
+
+/** What a card says once decided: the exact answer this client sent, else the decision. */
+function decisionText(item, decision) {
+  const sent = item.sent;
+  const allowed = DECISION_WORDS[decision] === "Approved";
+  const denied = DECISION_WORDS[decision] === "Rejected";
+  if (item.questions?.length && allowed) return "Answered";
+  if (allowed && Number.isInteger(sent?.suggestion)) return "Approved · always allowed";
+  if (item.plan !== undefined && allowed) return "Plan approved";
+  if (item.plan !== undefined && denied) return "Kept planning";
+  if (sent?.interrupt && denied) return "Rejected · Claude stopped";
+  return DECISION_WORDS[decision] ?? `Resolved: ${decision ?? "unknown"}`;
+}
 
 export class Actions {
   /**
@@ -145,9 +160,15 @@ export class Actions {
       name: msg.name,
       input: msg.input,
       edit: msg.edit,
+      questions: questionsOf(msg),
+      suggestions: suggestionsOf(msg),
+      plan: typeof msg.plan === "string" ? msg.plan : undefined,
+      answerable: msg.answerable !== false,
+      answerableReason: typeof msg.answerableReason === "string" ? msg.answerableReason : "",
       expiresAt: msg.expiresAt,
       status: expired ? "expired" : "pending",
       statusText: "Expired",
+      draft: {}, // the card's unsent choices and note, kept across redraws
     };
     const res = chat.add(item);
     if (!res.added) return;
@@ -160,18 +181,38 @@ export class Actions {
     const item = this.store.chat?.permissions.get(msg.requestKey);
     if (!item) return;
     item.status = "resolved";
-    item.statusText = DECISION_WORDS[msg.decision] ?? `Resolved: ${msg.decision ?? "unknown"}`;
+    item.decision = msg.decision;
+    if (typeof msg.message === "string") item.message = msg.message;
+    item.statusText = decisionText(item, msg.decision);
     this.view.permission(item);
   }
 
-  decide(item, decision) {
+  /**
+   * Answer permission `item`: "approve" (accept_diff, with `answers` to questions or a
+   * `suggestion` index for "always allow") or "reject" (reject_diff, with an optional
+   * `reason` and `interrupt: true` to stop Claude). Read-only clients send nothing.
+   */
+  decide(item, decision, extra = {}) {
     const chat = this.store.chat;
-    if (!chat) return;
-    const type = decision === "approve" ? "accept_diff" : "reject_diff";
+    if (!chat || this.store.readOnly || item.answerable === false) return;
+    const frame = {
+      type: decision === "approve" ? "accept_diff" : "reject_diff",
+      sessionId: chat.sessionId,
+      requestKey: item.requestKey,
+    };
+    if (decision === "approve") {
+      if (extra.answers) frame.answers = extra.answers;
+      if (Number.isInteger(extra.suggestion)) frame.suggestion = extra.suggestion;
+    } else {
+      const reason = typeof extra.reason === "string" ? extra.reason.trim().slice(0, REASON_MAX_CHARS) : "";
+      if (reason) frame.reason = reason;
+      if (extra.interrupt === true) frame.interrupt = true;
+    }
     item.status = "sending";
     this.view.permission(item);
-    const frame = { type, sessionId: chat.sessionId, requestKey: item.requestKey };
-    if (!this.request(frame, { kind: "decision", item })) {
+    if (this.request(frame, { kind: "decision", item })) {
+      item.sent = { decision, ...extra, reason: frame.reason };
+    } else {
       item.status = "pending";
       this.view.permission(item);
     }
@@ -202,7 +243,13 @@ export class Actions {
     }
     if (req?.kind === "decision") {
       req.item.status = "pending";
-      this.view.permission(req.item);
+      req.item.sent = undefined;
+      if (msg.code === "forbidden") {
+        this.store.readOnly = true; // an older gateway did not say so in welcome
+        this.view.renderAll(this.store.chat?.items ?? []);
+      } else {
+        this.view.permission(req.item);
+      }
     }
     this.view.toast(words);
   }

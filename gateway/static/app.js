@@ -57,7 +57,8 @@ const chatView = new ChatView($("#chat-view"), {
     ctl.actions.sendPrompt(text);
     chatView.input.value = "";
   },
-  onDecision: (item, d) => ctl.actions.decide(item, d),
+  onDecision: (item, d, extra) => ctl.actions.decide(item, d, extra),
+  readOnly: () => ctl.store.readOnly,
   onDismiss: (p) => ctl.actions.dismiss(p),
 });
 
@@ -74,6 +75,8 @@ function drawList() {
       location.hash = `#/s/${encodeURIComponent(sid)}`;
     }, emptyText(store.hosts));
     const hosts = store.hosts;
+    // The Notifications sheet (pushSettings.js) offers these machines and titles.
+    document.dispatchEvent(new CustomEvent("relaybus:list", { detail: { hosts, sessions: store.sorted() } }));
     $("#new-conv").hidden = Array.isArray(hosts) && !hosts.some((x) => promptsAllowed(hosts, x.host));
     if (!$("#list-loading").hidden) performance.mark("relaybus:list-painted"); // first paint, for bench/
     $("#list-loading").hidden = true;

@@ -4,12 +4,15 @@
 import { h } from "./dom.js";
 import { Indicator } from "./indicator.js";
 import { ChatRenderer } from "./render.js";
-import { promptsOffText, sessionTitle } from "./sessionState.js";
+import { headerTitle, promptsOffText } from "./sessionState.js";
 
 const STICK_PX = 80;
 
 export class ChatView {
-  /** @param {{onStop: Function, onSend: Function, onDecision: Function, onDismiss: Function}} hooks */
+  /**
+   * @param {{onStop: Function, onSend: Function, onDecision: Function, onDismiss: Function,
+   *          readOnly: () => boolean}} hooks
+   */
   constructor(root, hooks) {
     this.root = root;
     this.hooks = hooks;
@@ -28,7 +31,8 @@ export class ChatView {
     this.full = null; // items to redraw from scratch at the next frame
     this.frame = 0;
     this.renderer = new ChatRenderer(root.querySelector("#messages"), {
-      onDecision: (item, d) => hooks.onDecision(item, d),
+      onDecision: (item, d, extra) => hooks.onDecision(item, d, extra),
+      readOnly: () => hooks.readOnly(),
     });
     this.stop.addEventListener("click", () => hooks.onStop());
     this.form.addEventListener("submit", (e) => {
@@ -87,10 +91,10 @@ export class ChatView {
   }
 
   header(info) {
-    this.title.textContent = sessionTitle(info);
+    this.title.textContent = headerTitle(info);
     const ended = info.live === false || info.ended ? " · ended" : "";
     this.sub.textContent = [info.host, info.cwd].filter(Boolean).join(" · ") + ended;
-    document.title = `${sessionTitle(info)} · relaybus`;
+    document.title = `${headerTitle(info)} · relaybus`;
   }
 
   /** Working indicator and Stop button from the session's turn state. */

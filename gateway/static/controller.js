@@ -124,6 +124,7 @@ export class Controller {
             Math.max(Number(store.info(msg.sessionId).lastActivity) || 0, Number(msg.startedAt) || 0) || undefined,
           live: true,
         });
+        if (store.chat?.sessionId === msg.sessionId) this.view.header(store.info(msg.sessionId));
         return this.view.list(false);
       case "session_ended":
         store.noteSeq(msg.seqId);
@@ -174,6 +175,10 @@ export class Controller {
       this.drawFreshness();
     }
     store.epoch = msg.epoch ?? null;
+    if (typeof msg.readOnly === "boolean" && msg.readOnly !== store.readOnly) {
+      store.readOnly = msg.readOnly; // a read-only token gets no answer buttons
+      if (store.chat) this.view.renderAll(store.chat.items);
+    }
     if (epochChanged) {
       store.lastSeqId = 0;
       if (store.chat && !this.link.gapReset) this.resetChat({ reason: "epoch" });

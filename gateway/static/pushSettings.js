@@ -1,7 +1,10 @@
 // The push settings screen: turn notifications on for this device and pick what reaches it
-// (events, machines, muted sessions), and Mute/Unmute in a chat's header. Self-contained: it
-// adds its buttons to the headers in index.html and reads the token the app keeps in
-// localStorage.
+// (events, machines as toggles, muted sessions), and a Mute switch in a chat's header.
+// Self-contained: it adds its buttons to the headers in index.html, reads the token the app
+// keeps in localStorage and learns the known machines and sessions from the app's
+// `relaybus:list` event.
+
+import { knownMachines, mutedRows } from "./pushPrefs.js";
 
 const TOKEN_KEY = "relaybus.token";
 const EVENTS = [
@@ -14,6 +17,8 @@ const EVENTS = [
 const DEFAULTS = ["approvals", "waiting", "done", "notify"];
 
 const token = () => localStorage.getItem(TOKEN_KEY) ?? "";
+/** What the session list knows (app.js sends it with each drawn list). */
+const known = { hosts: null, sessions: [] };
 const supported = () => "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
 const standalone = () =>
   window.matchMedia?.("(display-mode: standalone)").matches || navigator.standalone === true;
@@ -73,10 +78,6 @@ function el(tag, attrs = {}, ...kids) {
   return node;
 }
 
-function splitList(text) {
-  return text.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
-}
-
 function buildDialog() {
   const dlg = el("dialog", { id: "push-settings", class: "push-settings", "aria-labelledby": "push-title" });
   const status = el("p", { id: "push-status", class: "muted small", role: "status" });
@@ -87,8 +88,8 @@ function buildDialog() {
     const box = el("input", { type: "checkbox", name: "event", value: name, id: `push-ev-${name}` });
     events.append(el("label", { for: `push-ev-${name}` }, box, ` ${label}`));
   }
-  const hosts = el("input", { id: "push-hosts", type: "text", placeholder: "all machines" });
-  const muted = el("input", { id: "push-muted", type: "text", placeholder: "no muted sessions" });
+  const machines = el("fieldset", { id: "push-machines" }, el("legend", { text: "Machines" }));
+  const muted = el("fieldset", { id: "push-muted" }, el("legend", { text: "Muted sessions" }));
   const on = el("button", { id: "push-on", type: "button", text: "Turn on" });
   const off = el("button", { id: "push-off", type: "button", class: "link", text: "Turn off" });
   const close = el("button", { id: "push-close", type: "button", class: "link", text: "Close" });
@@ -97,27 +98,58 @@ function buildDialog() {
     status,
     hint,
     events,
-    el("label", { for: "push-hosts", text: "Machines (comma-separated)" }),
-    hosts,
-    el("label", { for: "push-muted", text: "Muted session ids" }),
+    machines,
     muted,
     el("div", { class: "push-buttons" }, on, off, close),
   );
   return dlg;
 }
 
+function toggle(name, value, label, checked) {
+  const id = `push-${name}-${value.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+  const box = el("input", { type: "checkbox", name, value, id });
+  box.checked = checked;
+  return [box, el("label", { for: id }, box, ` ${label}`)];
+}
+
+/** Machines as toggles: "All machines" (no filter), or the ones ticked. */
+function showMachines(dlg, picked) {
+  const set = dlg.querySelector("#push-machines");
+  set.replaceChildren(set.querySelector("legend"));
+  const [all, allRow] = toggle("host-all", "all", "All machines", !picked.length);
+  set.append(allRow);
+  const boxes = knownMachines(known.hosts, known.sessions, picked).map((host) => {
+    const [box, row] = toggle("host", host, host, picked.includes(host));
+    box.addEventListener("change", () => {
+      all.checked = ![...set.querySelectorAll('input[name="host"]')].some((b) => b.checked);
+    });
+    set.append(row);
+    return box;
+  });
+  all.addEventListener("change", () => {
+    if (all.checked) for (const b of boxes) b.checked = false;
+    else if (!boxes.some((b) => b.checked)) all.checked = true; // nothing ticked is "all"
+  });
+}
+
+/** Muted sessions by title; unticking one unmutes it when the settings are saved. */
+function showMuted(dlg, muted) {
+  const set = dlg.querySelector("#push-muted");
+  set.replaceChildren(set.querySelector("legend"));
+  const rows = mutedRows(muted, known.sessions);
+  if (!rows.length) set.append(el("p", { class: "muted small", text: "None. Mute a session from its own screen." }));
+  for (const r of rows) set.append(toggle("muted", r.id, r.title, true)[1]);
+}
+
 function readPrefs(dlg) {
-  return {
-    events: [...dlg.querySelectorAll('input[name="event"]:checked')].map((b) => b.value),
-    hosts: splitList(dlg.querySelector("#push-hosts").value),
-    muted: splitList(dlg.querySelector("#push-muted").value),
-  };
+  const ticked = (name) => [...dlg.querySelectorAll(`input[name="${name}"]:checked`)].map((b) => b.value);
+  return { events: ticked("event"), hosts: ticked("host"), muted: ticked("muted") };
 }
 
 function showPrefs(dlg, prefs) {
   for (const box of dlg.querySelectorAll('input[name="event"]')) box.checked = prefs.events.includes(box.value);
-  dlg.querySelector("#push-hosts").value = prefs.hosts.join(", ");
-  dlg.querySelector("#push-muted").value = prefs.muted.join(", ");
+  showMachines(dlg, prefs.hosts);
+  showMuted(dlg, prefs.muted);
 }
 
 async function refresh(dlg) {
@@ -155,6 +187,9 @@ function mount() {
     }
   };
   open.addEventListener("click", () => {
+    const shown = readPrefs(dlg);
+    showMachines(dlg, shown.hosts);
+    showMuted(dlg, shown.muted);
     dlg.showModal();
     refresh(dlg);
   });
@@ -176,7 +211,7 @@ const openSid = () => {
 function mountMute() {
   const bar = document.querySelector("#chat-view header.bar");
   if (!bar || document.querySelector("#push-mute")) return;
-  const btn = el("button", { id: "push-mute", type: "button", class: "link", hidden: "" });
+  const btn = el("button", { id: "push-mute", type: "button", class: "link mute-switch", role: "switch", hidden: "" });
   bar.append(btn);
   let prefs = null;
   const sync = async () => {
@@ -188,7 +223,8 @@ function mountMute() {
     if (!prefs) return;
     const muted = prefs.muted.includes(sid);
     btn.textContent = muted ? "Unmute" : "Mute";
-    btn.setAttribute("aria-pressed", String(muted));
+    btn.setAttribute("aria-checked", String(muted));
+    btn.title = muted ? "Notifications from this session are muted" : "Mute notifications from this session";
   };
   btn.addEventListener("click", async () => {
     const sid = openSid();
@@ -205,6 +241,10 @@ function mountMute() {
 function start() {
   mount();
   mountMute();
+  document.addEventListener("relaybus:list", (e) => {
+    known.hosts = e.detail?.hosts ?? null;
+    known.sessions = Array.isArray(e.detail?.sessions) ? e.detail.sessions : [];
+  });
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -5,6 +5,7 @@ import { cutNote, markdownNodes, neutral, resultView } from "./blockViews.js";
 import { h, prettyJson } from "./dom.js";
 import { legacyBlocks } from "./legacy.js";
 import { looksLikeMarkdown } from "./markdown.js";
+import { interruptNotice, rejectionOf, rejectionText } from "./outcomes.js";
 import { fillPermission } from "./permissionCard.js";
 import { formatBytes } from "./text.js";
 import { isAgentTool, toolLabel } from "./toolLabel.js";
@@ -25,7 +26,7 @@ function isCompaction(ev) {
 }
 
 export class ChatRenderer {
-  /** @param {HTMLElement} list  @param {{onDecision: Function}} hooks */
+  /** @param {HTMLElement} list  @param {{onDecision: Function, readOnly?: () => boolean}} hooks */
   constructor(list, hooks) {
     this.list = list;
     this.hooks = hooks;
@@ -39,6 +40,7 @@ export class ChatRenderer {
     this.groups = new Map(); // group key (agentId, or tool:<id>) -> {group, body, n}
     this.agentTools = new Map(); // agentId -> toolUseId (from the Task's tool_result)
     this.cards = new Map(); // requestKey -> permission card
+    this.permsByTool = new Map(); // toolUseId -> permission item (who rejected it, and why)
   }
 
   renderAll(items) {
@@ -123,6 +125,8 @@ export class ChatRenderer {
       case "text": {
         const text = String(block.text ?? "");
         if (!text.trim()) return null;
+        const interrupt = align === "user" ? interruptNotice(text) : null;
+        if (interrupt) return h("div", { class: "interrupt", role: "note" }, interrupt);
         if (align === "assistant" && looksLikeMarkdown(text)) {
           return h("div", { class: `bubble ${align} md` }, markdownNodes(text), cutNote(block));
         }
@@ -198,14 +202,17 @@ export class ChatRenderer {
 
   attachResult(block) {
     const row = this.toolRows.get(block.toolUseId);
-    const view = resultView(block);
-    const note = cutNote(block);
+    const rejected = rejectionOf(block, this.permsByTool.get(block.toolUseId));
+    const view = rejected
+      ? h("div", { class: "result rejected" }, h("div", { class: "rej-label" }, rejectionText(rejected)))
+      : resultView(block);
+    const note = rejected ? null : cutNote(block);
     if (note) view.append(note);
     this.lastResultRow = row ?? null;
     if (!row) return h("div", { class: "tool orphan" }, h("div", { class: "thead" }, "Tool result"), view);
     row.querySelector(":scope > .result")?.remove();
     row.classList.remove("pending");
-    row.classList.add(block.isError ? "failed" : "done");
+    row.classList.add(rejected ? "rejected" : block.isError ? "failed" : "done");
     const input = row.querySelector(":scope > details.input");
     if (input) input.open = false;
     if (typeof block.agentId === "string" && block.agentId) this.adoptAgent(block.agentId, block.toolUseId, row);
@@ -286,13 +293,18 @@ export class ChatRenderer {
   permissionNode(item) {
     const card = h("div", { class: "permission", dataset: { seq: item.seqId, key: item.requestKey } });
     this.cards.set(item.requestKey, card);
-    fillPermission(card, item, this.hooks.onDecision);
+    if (item.toolUseId) this.permsByTool.set(item.toolUseId, item);
+    fillPermission(card, item, this.hooks.onDecision, this.readOnly());
     return card;
+  }
+
+  readOnly() {
+    return this.hooks.readOnly?.() === true;
   }
 
   /** Re-render a permission card after a decision, resolution or expiry. */
   updatePermission(item) {
     const card = this.cards.get(item.requestKey);
-    if (card) fillPermission(card, item, this.hooks.onDecision);
+    if (card) fillPermission(card, item, this.hooks.onDecision, this.readOnly());
   }
 }

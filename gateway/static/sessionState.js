@@ -66,6 +66,13 @@ export function sessionTitle(info) {
   return String(info?.id ?? "").slice(0, 8) || "session";
 }
 
+/** The open session's header: its real title -> cwd basename -> first 8 chars of the id
+ * (the seed's order; the first prompt is in the chat right below). */
+export function headerTitle(info) {
+  const title = typeof info?.title === "string" ? info.title.trim() : "";
+  return title || basename(info?.cwd ?? "") || String(info?.id ?? "").slice(0, 8) || "session";
+}
+
 /** The first prompt as a one-line subtitle ("" when absent). */
 export function promptLine(s) {
   return typeof s?.firstPrompt === "string" && s.firstPrompt.trim() ? shorten(s.firstPrompt, 90) : "";

@@ -87,6 +87,7 @@ export class Store {
     this.interruptUnavailable = new Set(); // session ids whose Stop is disabled
     this.hosts = null; // the sessions frame's machines ({host, capabilities}); null: not told
     this.firstPrompt = null; // {sid, text}: sent once the new conversation's watch is on
+    this.readOnly = false; // this token may watch but not act (welcome.readOnly, or a forbidden)
   }
 
   noteSeq(seqId) {

@@ -87,7 +87,7 @@ def test_permission_request_is_answered_from_the_page(
     expect(page.locator("#indicator .verb")).to_have_text("Waiting: approve Edit")
     card.scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts_dir() / "web-mobile-approval.png"))
-    card.locator("button", has_text=choice).click()
+    card.get_by_role("button", name=choice, exact=True).click()
     decision = hooks[0].decision()
     assert decision["behavior"] == ("allow" if choice == "Approve" else "deny")
     expect(card.locator(".decision")).to_have_text(

@@ -60,7 +60,9 @@ def test_stop_interrupts_a_running_turn(page: Page, command_stack: Stack, tmp_pa
     expect(page.locator(".bubble", has_text=re.compile("^a LONG refactor$"))).to_have_count(1)
     page.locator("#stop").click()
     expect(page.locator(".toast", has_text="Stop requested.")).to_be_visible()
-    expect(page.locator("#messages .bubble", has_text=fake_claude.INTERRUPTED)).to_have_count(1)
+    # The CLI's interrupt line is a notice, not a message the person typed.
+    expect(page.locator("#messages .interrupt")).to_have_text(["Interrupted"])
+    expect(page.locator("#messages .bubble", has_text=fake_claude.INTERRUPTED)).to_have_count(0)
     expect(page.locator("#indicator")).to_be_hidden()
     expect(page.locator("#stop")).to_be_hidden()
 

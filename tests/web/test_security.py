@@ -68,5 +68,5 @@ def test_multi_line_bash_approval_shows_the_whole_command(
     expect(card.locator(".pwarn li")).to_contain_text(["Runs more than one line"])
     expect(card.locator(".pwarn")).to_contain_text("Pipes a download into a shell")
     assert "null" not in card.inner_text()
-    card.locator("button", has_text="Reject").click()
+    card.get_by_role("button", name="Reject", exact=True).click()
     assert hooks[0].decision()["behavior"] == "deny"

@@ -319,3 +319,78 @@ test("a welcome whose token differs only in the rewind generation is not a new e
   assert.equal(r.ctl.store.lastSeqId, 50, "the resume position is kept");
   assert.equal(r.called("renderAll").length, 0, "the chat is not reset");
 });
+
+/** s1 open with one permission_request carrying `extra` (questions, suggestions, plan…). */
+function withRequest(extra = {}, { readOnly } = {}) {
+  const r = rig();
+  r.ctl.hello();
+  r.ctl.status({ state: "open" });
+  r.ctl.handle({ type: "welcome", epoch: "e1", seqId: 0, ...(readOnly === undefined ? {} : { readOnly }) });
+  r.ctl.handle({ type: "sessions", sessions: [{ id: "s1", host: "h" }], seqId: 0 });
+  openChat(r);
+  r.ctl.handle({ type: "permission_request", sessionId: "s1", seqId: 5, requestKey: "k1", name: "Bash",
+    input: { command: "npm test" }, expiresAt: T0 + 60_000, ...extra });
+  r.clear();
+  return { r, item: r.ctl.store.chat.permissions.get("k1") };
+}
+
+const bare = (f) => Object.fromEntries(Object.entries(f).filter(([k]) => k !== "requestId" && k !== "traceId"));
+
+test("answers, an always-allow index, a reason and reject-and-stop go out as the wire shape says", () => {
+  const { r, item } = withRequest({ suggestions: [{ type: "addRules", text: "Always allow `npm test *`" }] });
+  assert.deepEqual(item.suggestions, [{ index: 0, text: "Always allow `npm test *`" }]);
+  r.ctl.actions.decide(item, "approve", { answers: { "Q?": "A" } });
+  r.ctl.actions.decide(item, "approve", { suggestion: 0 });
+  r.ctl.actions.decide(item, "reject", { reason: "  not now  ", interrupt: true });
+  r.ctl.actions.decide(item, "reject", { reason: "   " });
+  assert.deepEqual(r.sent.map(bare), [
+    { type: "accept_diff", sessionId: "s1", requestKey: "k1", answers: { "Q?": "A" } },
+    { type: "accept_diff", sessionId: "s1", requestKey: "k1", suggestion: 0 },
+    { type: "reject_diff", sessionId: "s1", requestKey: "k1", reason: "not now", interrupt: true },
+    { type: "reject_diff", sessionId: "s1", requestKey: "k1" },
+  ]);
+});
+
+test("a read-only welcome, or an unanswerable request, sends no decision at all", () => {
+  const ro = withRequest({}, { readOnly: true });
+  assert.equal(ro.r.ctl.store.readOnly, true);
+  ro.r.ctl.actions.decide(ro.item, "approve");
+  assert.deepEqual(ro.r.sent, []);
+  const plan = withRequest({ plan: "# p", answerable: false, answerableReason: "At the terminal." });
+  assert.deepEqual([plan.item.answerable, plan.item.answerableReason, plan.item.plan], [false, "At the terminal.", "# p"]);
+  plan.r.ctl.actions.decide(plan.item, "approve");
+  assert.deepEqual(plan.r.sent, []);
+});
+
+test("a forbidden answer (an older gateway) turns the client read-only and redraws the cards", () => {
+  const { r, item } = withRequest();
+  r.ctl.actions.decide(item, "approve");
+  const req = r.frames("accept_diff")[0];
+  r.ctl.handle({ type: "error", requestId: req.requestId, code: "forbidden", message: "read-only" });
+  assert.equal(r.ctl.store.readOnly, true);
+  assert.equal(item.status, "pending");
+  assert.equal(r.called("renderAll").length, 1);
+});
+
+test("a decided card says what was answered: questions, always allow, plans, stop", () => {
+  const q = withRequest({ questions: [{ question: "Q?", options: [{ label: "A" }] }] });
+  q.r.ctl.handle({ type: "permission_resolved", requestKey: "k1", decision: "allow" });
+  assert.equal(q.item.statusText, "Answered");
+  const s = withRequest({ suggestions: [{ text: "Always allow `x`" }] });
+  s.r.ctl.actions.decide(s.item, "approve", { suggestion: 0 });
+  s.r.ctl.handle({ type: "permission_resolved", requestKey: "k1", decision: "allow" });
+  assert.equal(s.item.statusText, "Approved · always allowed");
+  const p = withRequest({ plan: "# p" });
+  p.r.ctl.handle({ type: "permission_resolved", requestKey: "k1", decision: "deny" });
+  assert.equal(p.item.statusText, "Kept planning");
+  const stop = withRequest();
+  stop.r.ctl.actions.decide(stop.item, "reject", { interrupt: true });
+  stop.r.ctl.handle({ type: "permission_resolved", requestKey: "k1", decision: "deny", message: "m" });
+  assert.deepEqual([stop.item.statusText, stop.item.message], ["Rejected · Claude stopped", "m"]);
+});
+
+test("session_started for the open chat redraws its header (cwd known at last)", () => {
+  const { r } = withRequest();
+  r.ctl.handle({ type: "session_started", sessionId: "s1", cwd: "/w/proj", host: "h", seqId: 9 });
+  assert.equal(r.called("header").at(-1)[0].cwd, "/w/proj");
+});

@@ -5,6 +5,7 @@ import test from "node:test";
 import {
   emptyText,
   freshnessText,
+  headerTitle,
   isOlder,
   promptLine,
   promptsAllowed,
@@ -89,4 +90,11 @@ test("sessionTitle prefers title, then first prompt, then cwd basename, then the
   assert.equal(sessionTitle({ id: "abcdef123456", title: "T", firstPrompt: "do it" }), "T");
   assert.equal(sessionTitle({ id: "abcdef123456", cwd: "/p/app/", title: "  " }), "app");
   assert.equal(sessionTitle({ id: "abcdef123456", cwd: "" }), "abcdef12");
+});
+
+test("headerTitle follows the seed: title, then cwd basename, then the id prefix (never the first prompt)", () => {
+  assert.equal(headerTitle({ id: "abcdef123456", cwd: "/p/app", title: " Fix login ", firstPrompt: "hi" }), "Fix login");
+  assert.equal(headerTitle({ id: "abcdef123456", cwd: "/p/app/", firstPrompt: "hi" }), "app");
+  assert.equal(headerTitle({ id: "abcdef123456", firstPrompt: "hi" }), "abcdef12");
+  assert.equal(headerTitle({}), "session");
 });
