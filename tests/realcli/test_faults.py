@@ -13,6 +13,7 @@ from tests.realcli import checks
 from tests.realcli.observe import started_sid
 from tests.realcli.rig import rig
 from tests.realcli.test_approvals import DEFAULT_MODE, _request, _resolved, edit_turns
+from tests.realcli.test_headless import _first_session, _prompt
 from tests.support.netns import run_isolated
 
 pytestmark = pytest.mark.realcli
@@ -62,3 +63,31 @@ def test_killed_cli_cancels_its_held_request(tmp_path: Path) -> None:
     assert resolved["_at"] - report["killed_at"] < 2.0
     assert (report["late"]["type"], report["late"].get("code")) == ("error", "already_resolved")
     assert report["notes_after"] == "alpha\nbeta\ngamma\n"
+
+
+async def prompt_to_a_vanished_transcript(root: Path) -> dict[str, Any]:
+    """Inside: a conversation started with ``claude -p``; its transcript is deleted; a client
+    prompts the session."""
+    turns: list[dict[str, Any]] = [
+        {"content": [{"type": "text", "text": "First answer."}]},
+        {"content": [{"type": "text", "text": "An answer nobody should get."}]},
+    ]
+    async with rig(root, turns) as r:
+        observer = await r.client("observer", auto_watch=False)
+        phone = await r.client("watcher")
+        sid = await _first_session(r, observer)
+        for path in (r.claude_dir / "projects").glob(f"*/{sid}.jsonl"):
+            path.unlink()
+        reply = await _prompt(phone, "p1", sid, "are you there?")
+        return r.report(sid=sid, reply=reply)
+
+
+def test_prompt_to_a_vanished_transcript_is_refused(tmp_path: Path) -> None:
+    """A prompt to a session whose transcript is gone is answered ``transcript_missing`` (naming
+    the reason); no run starts a new conversation under the old id."""
+    report = run_isolated(f"{__name__}:prompt_to_a_vanished_transcript", tmp_path)
+    reply = report["reply"]
+    assert (reply["type"], reply.get("code")) == ("error", "transcript_missing"), reply
+    assert "transcript" in reply["message"]
+    assert report["transcripts"] == {}, "a new transcript was written under the old id"
+    assert len([q for q in report["requests"] if q.get("kind") == "turn"]) == 1
