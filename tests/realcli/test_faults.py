@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -91,3 +93,47 @@ def test_prompt_to_a_vanished_transcript_is_refused(tmp_path: Path) -> None:
     assert "transcript" in reply["message"]
     assert report["transcripts"] == {}, "a new transcript was written under the old id"
     assert len([q for q in report["requests"] if q.get("kind") == "turn"]) == 1
+
+
+REPAIR = "No response requested."
+
+
+async def crash_then_prompt(root: Path) -> dict[str, Any]:
+    """Inside: ``claude -p`` SIGKILLed mid-answer; then a client prompts the session (the
+    collector resumes it with ``claude -p --resume``)."""
+    turns: list[dict[str, Any]] = [
+        {
+            "content": [{"type": "text", "text": " ".join(f"w{i}" for i in range(100))}],
+            "delay_s": 1,
+        },
+        {"content": [{"type": "text", "text": "After the crash."}]},
+    ]
+    async with rig(root, turns) as r:
+        observer = await r.client("observer", auto_watch=False)
+        phone = await r.client("watcher")
+        run = await r.claude_print("first question")
+        await r.wait_request(1)
+        sid: str = await observer.until(started_sid, 30, "session_started")
+        await asyncio.sleep(1.0)  # mid-answer: the fake API streams a delta a second
+        run.proc.kill()
+        await run.wait(30)
+        await observer.until(lambda fs: checks.of_type(fs, "session_ended", sid), 10, "the end")
+        mark = len(observer.frames)
+        reply = await _prompt(phone, "p1", sid, "second question")
+        await observer.until(
+            lambda fs: len(checks.of_type(fs[mark:], "session_ended", sid)) >= 1, 60, "run's end"
+        )
+        after = checks.states(observer.frames[mark:], sid)
+        return r.report(sid=sid, reply=reply, after=after)
+
+
+def test_first_prompt_after_a_crash_does_not_flicker(tmp_path: Path) -> None:
+    """The CLI resumed after a crash first answers the unanswered prompt ("No response
+    requested.", a turn end) and then writes the new prompt: the new turn is one working
+    then one idle, never idle in between."""
+    report = run_isolated(f"{__name__}:crash_then_prompt", tmp_path)
+    assert report["reply"]["type"] == "prompt_sent", report["reply"]
+    lines = [json.loads(x) for ls in report["transcripts"].values() for x in ls]
+    repairs = [x for x in lines if x.get("message", {}).get("model") == "<synthetic>"]
+    assert repairs and REPAIR in json.dumps(repairs[0]), "the CLI wrote no repair line"
+    assert report["after"] == ["working", "idle"], report["after"]
