@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,13 @@ import pytest
 from tests.realcli import checks
 from tests.realcli.observe import started_sid
 from tests.realcli.rig import rig
-from tests.realcli.test_approvals import DEFAULT_MODE, _request, _resolved, edit_turns
+from tests.realcli.test_approvals import (
+    DEFAULT_MODE,
+    _interactive_edit,
+    _request,
+    _resolved,
+    edit_turns,
+)
 from tests.realcli.test_headless import _first_session, _prompt
 from tests.support.netns import run_isolated
 
@@ -52,6 +60,33 @@ async def killed_while_held(root: Path) -> dict[str, Any]:
             killed_at=killed_at,
             notes_after=(work / "notes.txt").read_text(),
         )
+
+
+async def killed_in_tmux_while_held(root: Path) -> dict[str, Any]:
+    """Inside: the interactive CLI in tmux asks through the hook (its own dialog showing); the
+    CLI is SIGKILLed while the request is held."""
+    async with rig(root, edit_turns(root / "work"), hook=True) as r:
+        _term, watcher, sid, request = await _interactive_edit(r)
+        pids = [
+            json.loads(p.read_text())["pid"] for p in (r.claude_dir / "sessions").glob("*.json")
+        ]
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+        killed_at = time.time()
+        resolved = None
+        with contextlib.suppress(AssertionError):
+            resolved = await _resolved(watcher, 10.0)
+        return r.report(sid=sid, request=request, resolved=resolved, killed_at=killed_at)
+
+
+def test_killed_interactive_cli_cancels_its_held_request(tmp_path: Path) -> None:
+    """The interactive CLI SIGKILLed while relaybus holds its request: the request ends as
+    ``cancelled`` within 2 s, not as answered in the terminal."""
+    report = run_isolated(f"{__name__}:killed_in_tmux_while_held", tmp_path)
+    resolved = report["resolved"]
+    assert resolved is not None, "the held request of the killed CLI was never resolved"
+    assert resolved["decision"] == "cancelled", resolved
+    assert resolved["_at"] - report["killed_at"] < 2.0
 
 
 def test_killed_cli_cancels_its_held_request(tmp_path: Path) -> None:
@@ -137,3 +172,39 @@ def test_first_prompt_after_a_crash_does_not_flicker(tmp_path: Path) -> None:
     repairs = [x for x in lines if x.get("message", {}).get("model") == "<synthetic>"]
     assert repairs and REPAIR in json.dumps(repairs[0]), "the CLI wrote no repair line"
     assert report["after"] == ["working", "idle"], report["after"]
+
+
+async def replaced_then_resumed(root: Path) -> dict[str, Any]:
+    """Inside: a ``claude -p`` conversation; its transcript is replaced by a copy (a new inode,
+    as an editor or a sync tool saves it); then ``claude -p --resume`` appends to the copy."""
+    turns: list[dict[str, Any]] = [
+        {"content": [{"type": "text", "text": "First answer."}]},
+        {"content": [{"type": "text", "text": "Second answer."}]},
+    ]
+    async with rig(root, turns) as r:
+        observer = await r.client("observer", auto_watch=False)
+        watcher = await r.client("watcher")
+        sid = await _first_session(r, observer)
+        path = next((r.claude_dir / "projects").glob(f"*/{sid}.jsonl"))
+        copy = path.with_name(path.name + ".copy")
+        copy.write_bytes(path.read_bytes())
+        os.replace(copy, path)
+        run = await (await r.claude_print(f"--resume={sid}", "second question")).wait(60)
+        await watcher.until(lambda fs: "Second answer." in checks.texts(fs, sid), 30, "answer")
+        await observer.until(
+            lambda fs: len(checks.of_type(fs, "session_ended", sid)) >= 2, 20, "second exit"
+        )
+        return r.report(sid=sid, rc=run.rc)
+
+
+def test_a_replaced_transcript_continues_where_it_was(tmp_path: Path) -> None:
+    """A transcript replaced by a copy of itself and then appended to by the real CLI: every
+    line reaches the client once (the copy's old lines are not published again), and no
+    reset is announced."""
+    report = run_isolated(f"{__name__}:replaced_then_resumed", tmp_path)
+    assert report["rc"] == 0
+    sid = report["sid"]
+    checks.assert_every_line_once(report, sid)
+    watcher = report["clients"]["watcher"]
+    subtypes = [f["event"].get("subtype") for f in checks.events(watcher, sid)]
+    assert "relaybus_transcript_reset" not in subtypes
