@@ -24,6 +24,7 @@ from tests.realcli.test_approvals import (
     edit_turns,
 )
 from tests.realcli.test_headless import _first_session, _prompt
+from tests.realcli.test_tmux import wait_ready
 from tests.support.netns import run_isolated
 
 pytestmark = pytest.mark.realcli
@@ -134,8 +135,8 @@ REPAIR = "No response requested."
 
 
 async def crash_then_prompt(root: Path) -> dict[str, Any]:
-    """Inside: ``claude -p`` SIGKILLed mid-answer; then a client prompts the session (the
-    collector resumes it with ``claude -p --resume``)."""
+    """Inside: ``claude -p`` SIGKILLed mid-answer; the person resumes the conversation in the
+    interactive CLI (tmux); a client prompts it (relaybus types into the pane)."""
     turns: list[dict[str, Any]] = [
         {
             "content": [{"type": "text", "text": " ".join(f"w{i}" for i in range(100))}],
@@ -153,13 +154,18 @@ async def crash_then_prompt(root: Path) -> dict[str, Any]:
         run.proc.kill()
         await run.wait(30)
         await observer.until(lambda fs: checks.of_type(fs, "session_ended", sid), 10, "the end")
+        term = r.start_interactive(f"--resume={sid}")
+        await wait_ready(term)
+        await observer.until(
+            lambda fs: len(checks.of_type(fs, "session_started", sid)) >= 2, 20, "the resume"
+        )
         mark = len(observer.frames)
         reply = await _prompt(phone, "p1", sid, "second question")
+        await phone.until(lambda fs: "After the crash." in checks.texts(fs, sid), 30, "answer")
         await observer.until(
-            lambda fs: len(checks.of_type(fs[mark:], "session_ended", sid)) >= 1, 60, "run's end"
+            lambda fs: checks.states(fs[mark:], sid)[-1:] == ["idle"], 30, "idle after it"
         )
-        after = checks.states(observer.frames[mark:], sid)
-        return r.report(sid=sid, reply=reply, after=after)
+        return r.report(sid=sid, reply=reply, after=checks.states(observer.frames[mark:], sid))
 
 
 def test_first_prompt_after_a_crash_does_not_flicker(tmp_path: Path) -> None:
