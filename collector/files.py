@@ -22,15 +22,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from relaybus.collector import backfill, backfill_read, history
 from relaybus.collector.batch_plan import BatchPlan
 from relaybus.collector.paths import TranscriptPath, classify
 from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher
-from relaybus.collector.session_state import SessionState
-from relaybus.collector.tailer import FileTail, Line, Probe, Status, probe
+from relaybus.collector.session_state import SessionState, line_event
+from relaybus.collector.tailer import FileTail, Line, Probe, Status, Tip, probe
 from relaybus.collector.tracked import Acked, FileEntry, bus_error, stamp
 from relaybus.shared.store.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
 from relaybus.shared.store.session_row import Field
@@ -59,6 +59,7 @@ class _Pending:
     end: int
     value: str
     lines: int
+    tip: Tip | None = None
     task: asyncio.Task[Appended] | None = None
 
 
@@ -150,6 +151,7 @@ class FileSync:
         parsed = backfill.parse_offset(committed)
         if parsed is not None and parsed[2] == p.identity.ino:
             entry.tail.offset = parsed[0]
+            entry.tail.tip = entry.tail.read_tip(parsed[0])
             # Perhaps registered by an earlier run without its history: checked (one HMGET)
             # before its first new line, so a resumed old session shows its history first.
             entry.history_pending = tp.agent_id is None
@@ -219,6 +221,7 @@ class FileSync:
             raise
         self.owner.accepted(plan.state, [])
         entry.committed = value
+        tail.tip = tail.read_tip(tail.offset)
         _remember(entry, done, tail.offset)
         self.metrics.lines_published.inc(plan.published)
         log.info(
@@ -251,6 +254,7 @@ class FileSync:
             return
         tail.commit(end)
         entry.committed = value
+        tail.tip = tail.read_tip(end)
         if listed and entry.sid:
             entry.history_pending = True
             self.owner.forget(entry.sid)  # reloaded from the hash just written
@@ -279,6 +283,8 @@ class FileSync:
                         if not await self._settle(entry, done):
                             return False
                     if not self._follow(entry, pr.status, pr):
+                        return False
+                    if entry.tail.restarted is None and not await self._rebind(entry):
                         return False
                 if not tail.has_unread:
                     break
@@ -330,8 +336,14 @@ class FileSync:
             log.info("file %s: gone", key)
             self.files.pop(key, None)
             return False
+        entry.acked.clear()  # offsets of the old content: no longer comparable
+        if status is Status.REPLACED and entry.tail.continued_by(pr.identity):
+            log.info("file %s: replaced by a copy of what was published; continuing", key)
+            entry.tail.reset(pr.identity, entry.tail.offset)
+            return True
         if status is Status.REPLACED:
-            log.info("file %s: replaced (new inode), reading from the start", key)
+            log.warning("file %s: replaced by other content, reading from the start", key)
+            why = "replaced by a file that does not hold what was published"
         else:
             log.warning(
                 "file %s: truncated to %d < %d, reading from the start",
@@ -339,8 +351,25 @@ class FileSync:
                 pr.size,
                 entry.tail.offset,
             )
+            why = "truncated"
+        published = entry.tail.offset > 0
         entry.tail.reset(pr.identity, 0)
-        entry.acked.clear()  # offsets of the old content: no longer comparable
+        entry.tail.restarted = why if published else None
+        return True
+
+    async def _rebind(self, entry: FileEntry) -> bool:
+        """Commit the continued offset under the replacing file's identity (so a restarted
+        collector resumes there too). False after a conflict."""
+        tail = entry.tail
+        ident = tail.identity
+        value = backfill.offset_value(tail.offset, ident.dev, ident.ino)
+        batch = AppendBatch(entry.sid or "", [], entry.tp.key, entry.committed, value)
+        try:
+            await self.pub.append(batch)
+        except OffsetConflict as exc:
+            await self._conflict(entry, exc.committed)
+            return False
+        entry.committed = value
         return True
 
     async def _prepare(
@@ -356,6 +385,11 @@ class FileSync:
         for p, ev in zip(projected, encoded, strict=True):
             plan.line(p, ev)
         plan.finish()
+        if entry.tail.restarted is not None and entry.tail.offset == 0:
+            plan.events.insert(
+                0, line_event(sid, restart_event(entry.tp.key, entry.tail.restarted))
+            )
+            entry.tail.restarted = None
         ident = entry.tail.identity
         end = lines[-1].end
         value = backfill.offset_value(end, ident.dev, ident.ino)
@@ -365,7 +399,7 @@ class FileSync:
         )
         start = entry.tail.offset
         entry.tail.commit(end)
-        return _Pending(batch, plan, start, end, value, len(lines))
+        return _Pending(batch, plan, start, end, value, len(lines), Tip.of_lines(lines))
 
     async def _settle(self, entry: FileEntry, done: _Pending) -> bool:
         """Wait for a batch; on success make its state current. False after a conflict."""
@@ -381,6 +415,7 @@ class FileSync:
             raise
         self.owner.accepted(done.plan.state, done.plan.tool_results)
         entry.committed = done.value
+        entry.tail.tip = done.tip
         _remember(entry, appended, done.end)
         self.metrics.batch_lines.observe(done.lines)
         self.metrics.lines_published.inc(done.plan.published)
@@ -433,6 +468,7 @@ class FileSync:
         entry.acked.clear()
         if parsed is not None and parsed[2] == ident.ino:
             entry.tail.reset(ident, parsed[0])
+            entry.tail.tip = entry.tail.read_tip(parsed[0])
         elif lost and not committed:
             entry.tail.reset(ident, 0)
         self.owner.forget()
@@ -475,6 +511,20 @@ class FileSync:
             raise
         self.metrics.lines_published.inc(len(events))
         return len(events)
+
+
+def restart_event(key: str, why: str) -> dict[str, Any]:
+    """The ``session_event`` announcing that a transcript is published again from its start
+    (``system``/``relaybus_transcript_reset``: its lines may repeat earlier ones)."""
+    text = f"relaybus: the transcript file {key} was {why}; its lines are published again"
+    return {
+        "type": "system",
+        "subtype": "relaybus_transcript_reset",
+        "file": key,
+        "reason": why,
+        "blocks": [{"kind": "text", "text": text}],
+        "data": {"type": "system", "subtype": "relaybus_transcript_reset", "content": text},
+    }
 
 
 def _remember(entry: FileEntry, done: Appended, end: int) -> None:

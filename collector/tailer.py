@@ -14,6 +14,7 @@ symlink, and yields only regular files.
 from __future__ import annotations
 
 import enum
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 CHUNK_BYTES = 256 * 1024
+#: The published bytes just before the committed offset that a replaced file (a new inode)
+#: must hold at the same place to continue it (:meth:`FileTail.continued_by`).
+TIP_BYTES = 4096
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -74,6 +78,39 @@ class Line(NamedTuple):
     end: int
 
 
+@dataclass(frozen=True, slots=True)
+class Tip:
+    """A digest of the published bytes ``[end - size, end)`` (the end of the published prefix)."""
+
+    end: int
+    size: int
+    digest: bytes
+
+    @classmethod
+    def of(cls, data: bytes, end: int) -> Tip:
+        """The tip of ``data``, the bytes that end at offset ``end``."""
+        chunk = data[-TIP_BYTES:]
+        return cls(end, len(chunk), _digest(chunk))
+
+    @classmethod
+    def of_lines(cls, lines: list[Line]) -> Tip | None:
+        """The tip of a batch's lines, from memory (``None`` when its last line is oversize)."""
+        parts: list[bytes] = []
+        size = 0
+        for line in reversed(lines):
+            if line.raw is None or size >= TIP_BYTES:
+                break
+            parts.append(line.raw + b"\n")
+            size += line.size + 1
+        if not parts:
+            return None
+        return cls.of(b"".join(reversed(parts)), lines[-1].end)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
 class Status(enum.Enum):
     SAME = "same"
     MISSING = "missing"
@@ -110,6 +147,10 @@ class FileTail:
         self.size = offset
         # An oversize line being skipped: (its start offset, bytes scanned so far without \n).
         self._skip: tuple[int, int] | None = None
+        #: The end of what was published (set by the caller once Redis accepted it).
+        self.tip: Tip | None = None
+        #: Why the file is read again from its start, until that is announced.
+        self.restarted: str | None = None
 
     def check(self) -> Probe:
         """Compare the file on disk with the cursor (the caller decides what to do)."""
@@ -122,6 +163,42 @@ class FileTail:
         if p.size < self.offset:
             return Probe(Status.TRUNCATED, p.size, p.identity, p.mtime)
         return p
+
+    def read_tip(self, end: int) -> Tip | None:
+        """The tip of this file's bytes before ``end`` (``None``: gone, replaced, or short)."""
+        start = max(0, end - TIP_BYTES)
+        try:
+            fd, st = open_fd(self.path)
+        except OSError:
+            return None
+        try:
+            if Identity.of(st) != self.identity:
+                return None
+            data = os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+        return Tip.of(data, end) if len(data) == end - start else None
+
+    def continued_by(self, identity: Identity) -> bool:
+        """The file now at the path (``identity``, a new inode) holds what was published, up
+        to the committed offset, at the same place: a copy of this one, perhaps with more.
+
+        Checks the digest of the last published bytes (:data:`TIP_BYTES`) at the same offset.
+        """
+        tip = self.tip
+        if tip is None or tip.end != self.offset:
+            return False
+        try:
+            fd, st = open_fd(self.path)
+        except OSError:
+            return False
+        try:
+            if Identity.of(st) != identity or st.st_size < tip.end:
+                return False
+            data = os.pread(fd, tip.size, tip.end - tip.size)
+        finally:
+            os.close(fd)
+        return _digest(data) == tip.digest
 
     def reset(self, identity: Identity, offset: int = 0) -> None:
         """Start over (truncation or a new inode at the same path)."""

@@ -12,7 +12,10 @@ emitted once and consecutive duplicates never are:
   (or the live file kept saying ``idle`` for :data:`LIVE_IDLE_GRACE_MS`) — a ``busy`` opens a
   turn for the transcript to end, since the interactive CLI also flips ``busy`` → ``idle`` →
   ``busy`` before a typed prompt's line and between tool calls;
-* the transcript's turn signals (the projection's ``turn`` per line);
+* the transcript's turn signals (the projection's ``turn`` per line) — except an ``idle``
+  between a prompt sent through relaybus and that prompt's own line: it ends an earlier
+  turn (on resume after a crash the CLI first writes a repair answer, ``<synthetic>`` "No
+  response requested.", to the prompt the crash left unanswered), not the new one;
 * a long backstop that turns a silent ``working`` into ``idle``; any main-session assistant
   or tool-result line after it brings ``working`` back.
 
@@ -67,6 +70,8 @@ class TurnTracker:
     live_waiting_stale: bool = False
     #: The backstop ended the turn; a main-session assistant/tool-result line revives it.
     backstopped: bool = False
+    #: A prompt was sent through relaybus and its line is not in the transcript yet.
+    prompt_due: bool = False
 
     def copy(self) -> TurnTracker:
         """An independent copy (``copy.copy`` of a slotted dataclass costs several times more)."""
@@ -84,6 +89,7 @@ class TurnTracker:
             self.approval,
             self.live_waiting_stale,
             self.backstopped,
+            self.prompt_due,
         )
 
     # --- inputs ---------------------------------------------------------------------------
@@ -94,7 +100,10 @@ class TurnTracker:
         ``activity``: the line is an assistant or tool-result line (Claude is at work).
         """
         self.last_activity_ms = max(self.last_activity_ms, ts_ms)
+        if turn == IDLE and self.prompt_due:
+            turn = None  # an earlier turn's end (a repair line), written before the prompt's
         if turn == WORKING:
+            self.prompt_due = False
             self.busy_seen = self.live in (WORKING, WAITING) or (
                 self.busy_seen and self.live is None
             )
@@ -117,12 +126,14 @@ class TurnTracker:
         self.transcript = WORKING
         self.busy_seen = False
         self.backstopped = False
+        self.prompt_due = True
         return self._update(now_ms)
 
     def on_run(self, active: bool, now_ms: int) -> TurnChange | None:
         """Relaybus's headless run started, or ended (its process is gone: the turn is over)."""
         self.run_active = active
         if not active:
+            self.prompt_due = False
             self.live = None
             self.live_idle_since = None
             if self.transcript == WORKING:
@@ -192,6 +203,7 @@ class TurnTracker:
         self.live_waiting_stale = False
         self.run_active = False
         self.backstopped = False
+        self.prompt_due = False
         self.transcript = IDLE if self.state not in (None, IDLE) else self.transcript
         return self._update(now_ms)
 

@@ -22,6 +22,7 @@ import orjson
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
+from relaybus.collector import procfiles
 from relaybus.collector.approvals import asks, endpoint, preview
 from relaybus.collector.approvals.records import Decision, Records
 from relaybus.collector.drivers.tmux import TmuxDriver
@@ -66,6 +67,8 @@ class Held:
     #: has its result already: the CLI may flush the ``tool_use`` line (even with its result)
     #: after it called the hook.
     rematch: Callable[[set[str]], tuple[str, bool] | None] | None = None
+    #: The Claude Code process that asked (its live-process file), once known.
+    pid: int | None = None
 
     def answer_elsewhere(self, why: str) -> None:
         if not self.decided.done():
@@ -218,6 +221,7 @@ class Approvals:
             loop.create_future(),
             tool_use_id,
             saw_waiting=self._live.get(sid) == "waiting",
+            pid=_asker_pid(s, sid),
         )
         described = await asks.describe(
             name,
@@ -292,6 +296,8 @@ class Approvals:
                 return held.decided.result()
             if gone.done():
                 return (approvals.CANCELLED, "the hook went away")
+            if _asker_gone(held, self.settings):
+                return (approvals.CANCELLED, PROCESS_GONE)
             if held.tool_use_id is None and held.rematch is not None:
                 taken = {h.tool_use_id for h in self.held.values() if h.sid == held.sid}
                 call = await asyncio.to_thread(held.rematch, {t for t in taken if t})
@@ -368,7 +374,10 @@ class Approvals:
         for h in self.held.values():
             if h.sid != sid or h.decided.done():
                 continue
-            if status == "waiting":
+            if status is None and _asker_gone(h, self.settings):
+                log.info("approvals: %s %s: its Claude Code process is gone", sid, h.key)
+                h.decided.set_result((approvals.CANCELLED, PROCESS_GONE))
+            elif status == "waiting":
                 h.saw_waiting = True
             elif h.saw_waiting:
                 log.info("approvals: %s %s answered in the terminal (live file)", sid, h.key)
@@ -411,6 +420,24 @@ class Approvals:
         if self._store is None:
             raise RedisError("approvals endpoint is not running")
         return self._store
+
+
+PROCESS_GONE = "the Claude Code process is gone"
+
+
+def _asker_pid(settings: Settings, sid: str) -> int | None:
+    """The live Claude Code process of ``sid`` (its live-process file), if one runs."""
+    info = procfiles.scan(settings.claude_dir / "sessions").get(sid)
+    return info.pid if info is not None else None
+
+
+def _asker_gone(held: Held, settings: Settings) -> bool:
+    """Whether the process that asked is gone: killed, it leaves its live-process file and
+    maybe its hook (orphaned, still connected) behind."""
+    if held.pid is None:
+        held.pid = _asker_pid(settings, held.sid)
+        return False
+    return not procfiles.pid_alive(held.pid)
 
 
 def _fields(req: Any) -> tuple[str | None, str | None, dict[str, Any] | None]:

@@ -131,6 +131,13 @@ class Controller:
     def _transcript_exists(self, sid: str) -> bool:
         return any((self._settings.claude_dir / "projects").glob(f"*/{sid}.jsonl"))
 
+    async def _unstarted_reservation(self, sid: str) -> bool:
+        """``sid`` was reserved by ``new_conversation`` and no line of it was ever published:
+        the only session a prompt may start a conversation for."""
+        reserved = await self._client.exists(self._keys.reservation(sid))
+        published = await self._client.hget(self._keys.session(sid), Field.SESSION_SEQ)
+        return bool(reserved) and int(published or 0) == 0
+
     def _budget_s(self, cmd: Command) -> float:
         return max(0.0, (cmd.deadline_ms - now_ms()) / 1000 - REPLY_RESERVE_S)
 
@@ -176,6 +183,12 @@ class Controller:
             await self._hooks.prompt_started(sid, cmd.trace_id, at_ms)
             return {"driver": "tmux"}
         new = not self._transcript_exists(sid)
+        if new and not await self._unstarted_reservation(sid):
+            raise DriverError(
+                ErrorCode.TRANSCRIPT_MISSING,
+                f"the transcript of session {sid} is gone from this machine: a prompt would "
+                "start a new conversation under its id; start a new conversation instead",
+            )
         await self.headless.prompt(
             sid,
             cwd,

@@ -31,6 +31,7 @@ const ERROR_WORDS = {
   bad_state: "The app and the server got out of step; reload the page.",
   prompt_failed: "Claude Code couldn't run that prompt",
   not_controllable: "That session runs in a terminal relaybus can't type into (not in tmux).",
+  transcript_missing: "That conversation's transcript is gone from its machine; start a new conversation.",
 };
 
 // Codes whose message is the reason worth showing (prompt_failed: the CLI's own words).

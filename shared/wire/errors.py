@@ -42,6 +42,9 @@ class ErrorCode(StrEnum):
     PROMPT_FAILED = "prompt_failed"
     #: A live Claude Code process relaybus cannot type into (not in tmux) owns the session.
     NOT_CONTROLLABLE = "not_controllable"
+    #: The session's transcript is gone from its machine: a prompt would start a new
+    #: conversation under the old id (only ``new_conversation`` creates conversations).
+    TRANSCRIPT_MISSING = "transcript_missing"
     # interrupt_ack codes, exactly as the seed defines them.
     NO_ACTIVE_TURN = "no_active_turn"
     INTERRUPT_UNAVAILABLE = "interrupt_unavailable"

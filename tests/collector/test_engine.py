@@ -236,3 +236,45 @@ async def test_data_loss_gets_a_new_epoch_and_recent_history(
     frames = await rig.events("s1")
     assert texts(frames) == ["m3", "m4", "m5"]
     assert frames[0]["seqId"] == 2  # 1 is session_started
+
+
+async def test_a_replaced_copy_with_more_continues_where_it_was(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    """A transcript replaced (new inode) by its own content plus more: only the new lines are
+    published, and the committed offset names the new inode."""
+    rig = make_rig()
+    await rig.engine.start()
+    path = transcript(claude_dir, "s1")
+    path.write_bytes(user_line("s1", "q1") + assistant_line("s1", "a1"))
+    await rig.engine.sync_path(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(path.read_bytes() + user_line("s1", "q2"))
+    os.replace(tmp, path)
+    await rig.engine.sync_path(path)
+    assert texts(await rig.events("s1")) == ["q1", "a1", "q2"]
+    committed = await rig.client.hget(
+        rig.keys.offsets("testhost"), path.relative_to(claude_dir).as_posix()
+    )
+    st = path.stat()
+    assert committed == f"{st.st_size}:{st.st_dev}:{st.st_ino}".encode()
+
+
+async def test_a_replaced_file_with_other_content_is_announced(
+    make_rig: RigFactory, claude_dir: Path
+) -> None:
+    """A transcript replaced by content that does not hold what was published is read again
+    from its start after a ``relaybus_transcript_reset`` event saying so."""
+    rig = make_rig()
+    await rig.engine.start()
+    path = transcript(claude_dir, "s1")
+    path.write_bytes(user_line("s1", "q1") + assistant_line("s1", "a1"))
+    await rig.engine.sync_path(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(user_line("s1", "other") + assistant_line("s1", "a1") + user_line("s1", "q2"))
+    os.replace(tmp, path)
+    await rig.engine.sync_path(path)
+    events = [f["event"] for f in await rig.events("s1")]
+    assert [e.get("subtype") for e in events[2:3]] == ["relaybus_transcript_reset"]
+    assert events[2]["reason"].startswith("replaced")
+    assert texts(await rig.events("s1"))[3:] == ["other", "a1", "q2"]

@@ -168,3 +168,14 @@ def test_a_turn_first_seen_waiting_opens_working() -> None:
     u = TurnTracker()
     assert u.on_approval("approve Edit", 7) == TurnChange("working", 7)
     assert u.settle(7) == TurnChange("waiting", 7, "approve Edit")
+
+
+def test_repair_answer_before_a_prompts_line_is_no_turn_end() -> None:
+    """After a crash the CLI answers the unanswered prompt ("No response requested.", idle)
+    just before the new prompt's line: the turn relaybus opened stays working, no flicker."""
+    t = TurnTracker()
+    assert t.on_prompt(10) == TurnChange("working", 10)
+    assert t.on_run(True, 10) is None
+    assert t.on_line("idle", 11) is None  # the repair line
+    assert t.on_line("working", 12) is None  # the prompt's own line
+    assert t.on_line("idle", 13) == TurnChange("idle", 13)  # its answer ends the turn
