@@ -9,7 +9,8 @@
 * ExitPlanMode: the plan is read from the transcript's ``tool_use`` input (the hook's is
   ``{}``). The CLI does not honour the hook's answer for it: its "Exit plan mode?" dialog
   waits for a key, so a decision is typed into the session's tmux pane
-  (``relaybus.collector.drivers.tmux.answer_plan``) before the hook is answered; a session
+  (``relaybus.collector.drivers.tmux.press_plan_key``) before the hook is answered, and
+  a "keep planning" note typed as the next prompt once the dialog has closed; a session
   relaybus cannot type into gets ``answerable: false`` instead.
 * A reject with ``interrupt`` answers ``deny`` with ``interrupt: true`` (the CLI stops the turn).
 """
@@ -25,7 +26,13 @@ from typing import Any
 from relaybus.collector.approvals import preview
 from relaybus.collector.drivers import DriverError, pane_check
 from relaybus.collector.drivers.live import find_live
-from relaybus.collector.drivers.tmux import Pane, TmuxDriver, answer_plan
+from relaybus.collector.drivers.tmux import (
+    Pane,
+    TmuxDriver,
+    plan_closed,
+    press_plan_key,
+    terminal_text,
+)
 from relaybus.collector.procfiles import LiveProcess
 from relaybus.shared.wire import approvals
 
@@ -137,11 +144,17 @@ async def answer(
 ) -> dict[str, Any]:
     """The hook's answer to a client's ``allow``/``deny``; a plan's is typed into its pane first."""
     if asks.pane is not None and asks.live is not None and asks.sessions_dir is not None:
+        approve = decision == approvals.ALLOW
         try:
             await pane_check.verify(tmux, asks.pane, asks.live, asks.sessions_dir)
-            await answer_plan(tmux, asks.pane, decision == approvals.ALLOW, message)
+            await press_plan_key(tmux, asks.pane, approve)
         except DriverError as exc:
             log.warning("approvals: the plan dialog in %s was not answered: %s", asks.pane, exc)
+        else:
+            if not approve and message and message.strip():
+                task = asyncio.create_task(_note(asks, tmux, message), name="plan-note")
+                _NOTES.add(task)
+                task.add_done_callback(_NOTES.discard)
     if decision == approvals.ALLOW:
         return asks.allow(extra)
     reply: dict[str, Any] = {
@@ -151,3 +164,17 @@ async def answer(
     if extra.get("interrupt") is True:
         reply["interrupt"] = True
     return reply
+
+
+#: "Keep planning" notes waiting for their dialog to close (the hook must answer first).
+_NOTES: set[asyncio.Task[None]] = set()
+
+
+async def _note(asks: Asks, tmux: TmuxDriver, note: str) -> None:
+    assert asks.pane is not None and asks.live is not None and asks.sessions_dir is not None
+    try:  # the CLI offers no note field: the note is the next prompt, once the dialog closed
+        await plan_closed(tmux, asks.pane)
+        await pane_check.verify(tmux, asks.pane, asks.live, asks.sessions_dir)
+        await tmux.prompt(asks.pane, terminal_text(note))
+    except DriverError as exc:
+        log.warning("approvals: the note for %s was not typed: %s", asks.pane, exc)

@@ -170,29 +170,43 @@ class TmuxDriver:
 PLAN_APPROVE_KEY = "1"  # "1. Yes, and switch to default (ask each time) for this session"
 PLAN_REJECT_KEY = "2"  # "2. No": the plan is rejected and the turn stops
 PLAN_DIALOG_MARK = "Exit plan mode?"
-#: How long a note waits for the dialog to close before it is typed as the next prompt.
-PLAN_CLOSE_WAIT_S = 5.0
+#: How long a key waits for the dialog to be drawn, and a note for it to close.
+PLAN_SHOWN_WAIT_S = 5.0
+PLAN_CLOSE_WAIT_S = 30.0
 PLAN_CLOSE_POLL_S = 0.05
 
 
-async def answer_plan(driver: TmuxDriver, pane: Pane, approve: bool, note: str | None) -> None:
-    """Answer the plan dialog in ``pane`` with its option's key; "keep planning" with a note
-    is "No" and then the note typed as the next prompt, once the dialog has closed (the CLI
-    offers no note field of its own). Raises :class:`DriverError` (``bridge_error``)."""
-    text = terminal_text(note) if note and note.strip() else None
-    key = PLAN_APPROVE_KEY if approve else PLAN_REJECT_KEY
+async def _plan_shown(driver: TmuxDriver, pane: Pane) -> bool:
+    screen = await driver._tmux(pane.socket, "capture-pane", "-p", "-t", pane.pane_id)
+    return PLAN_DIALOG_MARK in screen
+
+
+async def press_plan_key(driver: TmuxDriver, pane: Pane, approve: bool) -> None:
+    """Answer the plan dialog in ``pane`` with its option's key, once the dialog is drawn (the
+    hook can be called before it is, and a key typed then is lost). Raises
+    :class:`DriverError` (``bridge_error``)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLAN_SHOWN_WAIT_S
     try:
+        while not await _plan_shown(driver, pane):
+            if loop.time() > deadline:
+                raise TmuxError("the plan dialog is not shown")
+            await asyncio.sleep(PLAN_CLOSE_POLL_S)
+        key = PLAN_APPROVE_KEY if approve else PLAN_REJECT_KEY
         await driver._tmux(pane.socket, "send-keys", "-t", pane.pane_id, key)
-        if approve or text is None:
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PLAN_CLOSE_WAIT_S
-        while PLAN_DIALOG_MARK in await driver._tmux(
-            pane.socket, "capture-pane", "-p", "-t", pane.pane_id
-        ):
+    except TmuxError as exc:
+        raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
+
+
+async def plan_closed(driver: TmuxDriver, pane: Pane) -> None:
+    """Wait until the plan dialog in ``pane`` has closed (the CLI closes it only after the hook
+    has answered). Raises :class:`DriverError` (``bridge_error``)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLAN_CLOSE_WAIT_S
+    try:
+        while await _plan_shown(driver, pane):
             if loop.time() > deadline:
                 raise TmuxError("the plan dialog did not close")
             await asyncio.sleep(PLAN_CLOSE_POLL_S)
     except TmuxError as exc:
         raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
-    await driver.prompt(pane, text)
