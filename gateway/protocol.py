@@ -103,7 +103,13 @@ class RejectDiff(_Msg):
     reason: str | None = Field(default=None, max_length=4096)
 
 
-Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff
+class SetPermissionMode(_Msg):
+    type: Literal["set_permission_mode"]
+    sessionId: SessionId
+    mode: Literal["default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"]
+
+
+Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff | SetPermissionMode
 ClientMessage = Hello | ListSessions | WatchSession | UnwatchSession | Command
 
 _ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(

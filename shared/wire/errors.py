@@ -42,6 +42,8 @@ class ErrorCode(StrEnum):
     PROMPT_FAILED = "prompt_failed"
     #: A live Claude Code process relaybus cannot type into (not in tmux) owns the session.
     NOT_CONTROLLABLE = "not_controllable"
+    #: ``set_permission_mode``: the CLI cannot be put in that mode from here.
+    MODE_UNAVAILABLE = "mode_unavailable"
     # interrupt_ack codes, exactly as the seed defines them.
     NO_ACTIVE_TURN = "no_active_turn"
     INTERRUPT_UNAVAILABLE = "interrupt_unavailable"
