@@ -4,9 +4,9 @@ A session whose interactive CLI runs in tmux gets the CLI's own Shift+Tab until 
 shows the mode (:meth:`~relaybus.collector.drivers.tmux.TmuxDriver.switch_mode`); one run
 outside tmux is refused (``not_controllable``); any other session's next headless runs get
 ``--permission-mode`` (:meth:`~relaybus.collector.drivers.headless.HeadlessDriver.set_mode`).
-The mode reached goes into the session hash and, for a live session, a ``session_updated``
-(through the engine's inbox, :class:`ModeNotice`): the CLI writes it to the transcript only
-at its next prompt.
+The mode reached goes into the session hash and a ``session_updated`` (through the engine's
+inbox, :class:`ModeNotice`), also for a session without a process: a client chose it, and
+the CLI writes it to the transcript only at its next prompt.
 """
 
 from __future__ import annotations
@@ -45,8 +45,11 @@ class ModeNotice:
         if state.permission_mode == self.mode:
             return
         state.permission_mode = self.mode
-        events = [updated_event(state, host=self.host, activity_ms=None)] if state.live else []
-        await writer.commit(state, events, {Field.PERMISSION_MODE: self.mode})
+        if not state.cwd:  # nothing published for it yet: never announced
+            writer.keep(state)
+            return
+        event = updated_event(state, host=self.host, activity_ms=None)
+        await writer.commit(state, [event], {Field.PERMISSION_MODE: self.mode})
 
 
 class ModeSwitcher:

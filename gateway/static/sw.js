@@ -25,6 +25,7 @@ const SHELL = [
   "markdown.js",
   "newConversation.js",
   "permissionCard.js",
+  "permissionMode.js",
   "push-sw.js",
   "pushSettings.js",
   "render.js",
