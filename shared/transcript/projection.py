@@ -249,7 +249,7 @@ def project_line(
         False,
         leaf if isinstance(leaf, str) else None,
         _agent_parent(rec) if rtype == "progress" else None,
-        None if sidechain else permission_mode_of(rec),
+        None if sidechain else permission_mode_of(rtype, rec),
     )
 
 
@@ -260,10 +260,10 @@ PERMISSION_MODE_MAX_CHARS = 32
 PERMISSION_MODE_TYPES = frozenset({"permission-mode", "user"})
 
 
-def permission_mode_of(rec: dict[str, Any]) -> str | None:
-    """The ``permissionMode`` a main-session line states (``default``, ``acceptEdits``,
+def permission_mode_of(rtype: str, rec: dict[str, Any]) -> str | None:
+    """The ``permissionMode`` a line of type ``rtype`` states (``default``, ``acceptEdits``,
     ``plan``, ``auto``, …: an open set, kept when it is a short ASCII word), else None."""
-    if rec.get("type") not in PERMISSION_MODE_TYPES:
+    if rtype not in PERMISSION_MODE_TYPES:
         return None
     mode = rec.get("permissionMode")
     if (
@@ -370,7 +370,7 @@ def hint_line(raw: bytes) -> Hint:
         (main and (rule.turn is not None or rule.title_rank is not None))
         or rule.drop == "warmup"
         or (rtype == "progress" and _agent_parent(rec) is not None)
-        or (main and permission_mode_of(rec) is not None)
+        or (main and permission_mode_of(rtype, rec) is not None)
     )
     return Hint(
         stateful,
