@@ -55,7 +55,9 @@ def terminal_text(message: str) -> str:
 
 #: The footer Claude Code 2.1.332 draws under its input for each permission mode. Shift+Tab
 #: cycles default → acceptEdits → plan → auto → default; bypassPermissions only joins when
-#: the CLI was started allowing it, dontAsk never (docs/claude-code-notes.md).
+#: the CLI was started allowing it, dontAsk never (docs/claude-code-notes.md). The last two
+#: footers were never seen (a guess): a footer not listed reads as none, so a press landing
+#: there ends the switch with ``mode_unavailable``, never a wrong answer.
 MODE_FOOTERS = {
     "default": "manual mode on",
     "acceptEdits": "accept edits on",
