@@ -45,9 +45,9 @@ def _shows_content(event: dict[str, Any] | None) -> bool:
     return event.get("type") == "unknown" or any(b.get("kind") != "goal_status" for b in blocks)
 
 
-def _facts(st: SessionState) -> tuple[str, str, str | None, str | None]:
+def _facts(st: SessionState) -> tuple[str, str, str | None, str | None, str | None]:
     """What ``session_updated`` announces a change of (turn state and life have frames)."""
-    return st.cwd, st.entrypoint, st.title, st.first_prompt
+    return st.cwd, st.entrypoint, st.title, st.first_prompt, st.permission_mode
 
 
 class BatchPlan:
@@ -180,6 +180,9 @@ class BatchPlan:
         if sidechain:
             st.turn.on_activity(ts)
             return
+        if p.permission_mode is not None and p.permission_mode != st.permission_mode:
+            st.permission_mode = p.permission_mode
+            self.hash[Field.PERMISSION_MODE] = p.permission_mode
         if p.title is not None:
             if p.leaf_uuid is None:
                 self._title(*p.title)
@@ -261,6 +264,7 @@ class BatchPlan:
             title=st.title,
             started_at=ts,
             first_prompt=st.first_prompt,
+            permission_mode=st.permission_mode,
         )
         (self.events if into is None else into).append(OutEvent(frames.SESSION_STARTED, prefix))
         self._announced = _facts(st)

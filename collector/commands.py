@@ -29,6 +29,7 @@ from redis.exceptions import ResponseError
 from relaybus.collector.drivers import SESSION_ORDER
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.notices import TurnNotices
+from relaybus.collector.drivers.permission_mode import ModeSwitcher
 from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
@@ -139,7 +140,8 @@ class CommandConsumer:
             return False
         sid = fields.get(b"sid", b"").decode("utf-8", "replace")
         ordered = (
-            bool(sid) and fields.get(b"type", b"").decode("utf-8", "replace") in wire.COMMAND_TYPES
+            bool(sid)
+            and fields.get(b"type", b"").decode("utf-8", "replace") in wire.SESSION_COMMAND_TYPES
         )
         after = self._order.get(sid) if ordered else None
         gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -291,12 +293,16 @@ class CollectorCommands:
         self._extra = dict(extra_handlers or {})
         self.traces = TraceMap()
         self.notices = TurnNotices(self.traces, inbox)
+        self._inbox = inbox
 
     async def run(self, stop: asyncio.Event) -> None:
         block_ms = 1000
         client = connect(self._settings, block_ms=block_ms)
         controller = Controller(self._settings, client, self.notices)
         handlers: dict[str, Handler] = dict.fromkeys(wire.COMMAND_TYPES, controller.execute)
+        handlers[wire.SET_PERMISSION_MODE] = ModeSwitcher(
+            self._settings, client, controller, self._inbox
+        ).execute
         handlers.update(self._extra)
         consumer = CommandConsumer(
             client, self._settings, handlers, self._counter, block_ms=block_ms

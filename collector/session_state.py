@@ -45,6 +45,8 @@ class SessionState:
     agent_parents: dict[str, str] = field(default_factory=dict)
     #: It published an event a person reads (not only /goal status lines): it is listed.
     has_content: bool = False
+    #: Claude Code's permission mode, from the transcript or a mode switch relaybus made.
+    permission_mode: str | None = None
 
     @classmethod
     def from_row(cls, sid: str, row: SessionRow) -> SessionState:
@@ -78,6 +80,7 @@ class SessionState:
             turn=turn,
             # hashes from before the field: any published event counted
             has_content=row.has_content if row.has_content is not None else row.session_seq > 0,
+            permission_mode=row.permission_mode,
         )
 
     def clone(self) -> SessionState:
@@ -100,6 +103,7 @@ class SessionState:
             set(self.warmup_agents),
             dict(self.agent_parents),
             self.has_content,
+            self.permission_mode,
         )
 
 
@@ -125,6 +129,8 @@ def updated_event(st: SessionState, *, host: str, activity_ms: int | None) -> Ou
         info["title"] = st.title
     if st.first_prompt:
         info["firstPrompt"] = st.first_prompt
+    if st.permission_mode:
+        info["permissionMode"] = st.permission_mode
     info.update(host=host, state=st.turn.state or "idle", live=st.live)
     if activity_ms is not None:
         info["lastActivity"] = activity_ms

@@ -1,6 +1,6 @@
 """Route commands to the session's machine and answer the client that asked.
 
-``prompt`` / ``interrupt_request`` / ``new_conversation`` go to ``{ns}:cmd:<host>`` after a
+``prompt`` / ``interrupt_request`` / ``new_conversation`` / ``set_permission_mode`` go to ``{ns}:cmd:<host>`` after a
 heartbeat check (``host_offline`` at once when the host is gone), through the process's
 :class:`~relaybus.gateway.command_link.CommandLink`; no reply within
 ``command_timeout_seconds`` is ``timeout``. Every
@@ -226,6 +226,8 @@ class GatewayCommands:
             host = route[0]
             if isinstance(msg, protocol.Prompt):
                 payload["message"] = msg.message
+            elif isinstance(msg, protocol.SetPermissionMode):
+                payload["mode"] = msg.mode
         if not await self._client.exists(self._keys.host(host)):
             return refuse(ErrorCode.HOST_OFFLINE, f"machine {host!r} is offline")
         cmd = self._link.command(msg.type, sid, payload=payload, request_id=rid, trace_id=trace)

@@ -24,7 +24,8 @@ PROMPT_RANK = 1
 
 def session_info(sid: str, row: SessionRow) -> dict[str, Any]:
     """SessionInfo as the seed shapes it (``title`` only when Claude Code wrote one), plus the
-    additive firstPrompt/host/lastSeqId/lastActivity/state/since/waitingFor/live/historyLoaded."""
+    additive firstPrompt/host/lastSeqId/lastActivity/state/since/waitingFor/live/historyLoaded/
+    permissionMode."""
     info: dict[str, Any] = {
         "id": sid,
         "cwd": row.cwd,
@@ -51,6 +52,8 @@ def session_info(sid: str, row: SessionRow) -> dict[str, Any]:
         info["since"] = row.since
     if row.waiting_for:
         info["waitingFor"] = row.waiting_for
+    if row.permission_mode:
+        info["permissionMode"] = row.permission_mode
     return info
 
 

@@ -109,7 +109,13 @@ class RejectDiff(_Msg):
     interrupt: bool = False
 
 
-Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff
+class SetPermissionMode(_Msg):
+    type: Literal["set_permission_mode"]
+    sessionId: SessionId
+    mode: Literal["default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions"]
+
+
+Command = NewConversation | Prompt | InterruptRequest | AcceptDiff | RejectDiff | SetPermissionMode
 ClientMessage = Hello | ListSessions | WatchSession | UnwatchSession | Command
 
 _ADAPTER: TypeAdapter[ClientMessage] = TypeAdapter(

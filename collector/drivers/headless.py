@@ -1,7 +1,7 @@
 """Headless driver: one ``claude -p`` child per running prompt.
 
-``<bin> -p --resume=<sid> <args> -- <message>`` (``--session-id=<sid>`` for a conversation
-without a transcript yet) runs in the session's cwd with the user's environment less
+``<bin> -p --resume=<sid> <args> [--permission-mode=<mode>] -- <message>`` (``--session-id=<sid>``
+for a conversation without a transcript yet; the mode once a client chose one) runs in the session's cwd with the user's environment less
 ``RELAYBUS_*`` and Redis passwords, so the CLI appends to the transcript the collector
 already tails. One run per session; an interrupt is SIGINT to the child's process group,
 escalated to SIGTERM and SIGKILL after ``grace_s`` each.
@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 STDERR_TAIL_BYTES = 4096
 #: How often a starting run is looked at for its first transcript line or its exit.
 ACCEPT_POLL_S = 0.05
+
+#: Sessions whose chosen permission mode (:meth:`HeadlessDriver.set_mode`) is remembered.
+MAX_MODES = 10_000
 
 #: Told (code, message) when a run fails after its prompt was reported sent.
 FailureReport = Callable[[str, str], Awaitable[None]]
@@ -96,6 +99,8 @@ class HeadlessDriver:
         self._hooks = hooks
         self.grace_s = grace_s
         self._runs: dict[str, Run] = {}
+        #: Permission modes chosen by ``set_permission_mode``: every later run gets the flag.
+        self._modes: dict[str, str] = {}
 
     def busy(self, session_id: str) -> bool:
         return session_id in self._runs
@@ -112,17 +117,27 @@ class HeadlessDriver:
             await asyncio.wait_for(run.ended.wait(), max(timeout_s, 0.0))
         return run.ended.is_set()
 
+    def set_mode(self, session_id: str, mode: str) -> None:
+        """Run the session's next prompts with ``--permission-mode=<mode>`` (after
+        ``claude_args``, so it wins over a mode given there); bounded, oldest forgotten."""
+        self._modes.pop(session_id, None)
+        if len(self._modes) >= MAX_MODES:
+            del self._modes[next(iter(self._modes))]
+        self._modes[session_id] = mode
+
     def argv(self, session_id: str, message: str, *, new: bool) -> list[str]:
         """The child's argv; the id is glued to its flag so it can never read as an option."""
         if not valid_session_id(session_id):
             raise DriverError(ErrorCode.BRIDGE_ERROR, "invalid session id")
         s = self._settings
         flag = "--session-id" if new else "--resume"
+        mode = self._modes.get(session_id)
         return [
             s.claude_bin,
             "-p",
             f"{flag}={session_id}",
             *shlex.split(s.claude_args),
+            *([f"--permission-mode={mode}"] if mode else []),
             "--",
             message,
         ]

@@ -7,6 +7,8 @@ gives every pane's shell pid, and the pane whose pid is an ancestor of the Claud
 is the one. Prompts are typed with
 ``send-keys -l <text>`` then ``Enter`` (multi-line text is pasted); an interrupt is ``Escape``.
 Prompt text never carries control characters (see :func:`terminal_text`).
+The permission mode is switched with the CLI's own Shift+Tab (``BTab``), one press at a
+time, reading the mode back from the footer the CLI draws (:meth:`TmuxDriver.switch_mode`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,38 @@ def terminal_text(message: str) -> str:
             f"the prompt contains a control character (U+{ord(bad.group()):04X})",
         )
     return text
+
+
+#: The footer Claude Code 2.1.332 draws under its input for each permission mode. Shift+Tab
+#: cycles default → acceptEdits → plan → auto → default; bypassPermissions only joins when
+#: the CLI was started allowing it, dontAsk never (docs/claude-code-notes.md). The last two
+#: footers were never seen (a guess): a footer not listed reads as none, so a press landing
+#: there ends the switch with ``mode_unavailable``, never a wrong answer.
+MODE_FOOTERS = {
+    "default": "manual mode on",
+    "acceptEdits": "accept edits on",
+    "plan": "plan mode on",
+    "auto": "auto mode on",
+    "bypassPermissions": "bypass permissions on",
+    "dontAsk": "don't ask mode on",
+}
+#: Bottom lines of the pane searched for the footer (a transcript above may quote one).
+FOOTER_LINES = 4
+#: Shift+Tab presses at most for one switch: a whole cycle and then some.
+MAX_MODE_PRESSES = 6
+#: How long one press may take to show its mode, and how often the pane is read meanwhile.
+MODE_PRESS_WAIT_S = 2.0
+MODE_POLL_S = 0.05
+
+
+def mode_on_screen(screen: str) -> str | None:
+    """The permission mode the CLI's footer shows in ``screen`` (``capture-pane``), or None."""
+    lines = [ln for ln in screen.splitlines() if ln.strip()][-FOOTER_LINES:]
+    for line in reversed(lines):
+        for mode, footer in MODE_FOOTERS.items():
+            if footer in line:
+                return mode
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +198,56 @@ class TmuxDriver:
             await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "Escape")
         except TmuxError as exc:
             raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
+
+    async def shown_mode(self, pane: Pane) -> str | None:
+        """The permission mode the pane's footer shows now (None: none is shown)."""
+        try:
+            return mode_on_screen(
+                await self._tmux(pane.socket, "capture-pane", "-p", "-t", pane.pane_id)
+            )
+        except TmuxError as exc:
+            raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
+
+    async def switch_mode(self, pane: Pane, mode: str) -> list[str]:
+        """Press Shift+Tab until the footer shows ``mode``; the modes seen, ending with it.
+
+        One press at a time, each waited for until the footer changes (at most
+        :data:`MODE_PRESS_WAIT_S`), at most :data:`MAX_MODE_PRESSES`; back at the mode it
+        started from (``mode`` is not in the cycle) it stops there and raises
+        ``mode_unavailable``. A pane showing no mode (a dialog is open) is ``busy``.
+        """
+        start = await self.shown_mode(pane)
+        if start is None:
+            raise DriverError(
+                ErrorCode.BUSY, "the terminal shows no permission mode now (a dialog is open?)"
+            )
+        seen = [start]
+        loop = asyncio.get_running_loop()
+        while seen[-1] != mode:
+            if len(seen) > MAX_MODE_PRESSES or (len(seen) > 1 and seen[-1] == start):
+                raise DriverError(
+                    ErrorCode.MODE_UNAVAILABLE,
+                    f"{mode} is not in this Claude Code's Shift+Tab cycle "
+                    f"({' → '.join(seen)}); start claude with --permission-mode {mode}",
+                )
+            before = seen[-1]
+            try:
+                await self._tmux(pane.socket, "send-keys", "-t", pane.pane_id, "BTab")
+            except TmuxError as exc:
+                raise DriverError(ErrorCode.BRIDGE_ERROR, str(exc)) from None
+            deadline = loop.time() + MODE_PRESS_WAIT_S
+            now: str | None = before
+            while now in (before, None) and loop.time() < deadline:
+                await asyncio.sleep(MODE_POLL_S)
+                now = await self.shown_mode(pane)
+            if now is None or now == before:
+                raise DriverError(
+                    ErrorCode.MODE_UNAVAILABLE,
+                    f"the terminal did not show a new permission mode after Shift+Tab "
+                    f"(it showed {' → '.join(seen)})",
+                )
+            seen.append(now)
+        return seen
 
 
 #: Claude Code 2.1.332's "Exit plan mode?" dialog: the key of each option, and what it shows.

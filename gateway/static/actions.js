@@ -235,6 +235,7 @@ export class Actions {
   /** An `error` frame (other than unauthorized): explain it where the request was made. */
   onError(msg) {
     const req = this.take(msg.requestId);
+    req?.onError?.(msg);
     const words = errorText(msg.code, msg.message);
     if (req?.kind === "prompt") {
       Object.assign(req.pending, { status: "failed", error: words });

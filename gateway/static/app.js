@@ -5,6 +5,7 @@ import { Connection } from "./connection.js";
 import { Controller } from "./controller.js";
 import { renderList } from "./listView.js";
 import { NewConversationView } from "./newConversation.js";
+import { PermissionModeControl } from "./permissionMode.js";
 import { emptyText, freshnessText, promptsAllowed } from "./sessionState.js";
 
 const TOKEN_KEY = "relaybus.token";
@@ -61,6 +62,9 @@ const chatView = new ChatView($("#chat-view"), {
   readOnly: () => ctl.store.readOnly,
   onDismiss: (p) => ctl.actions.dismiss(p),
 });
+const modeControl = new PermissionModeControl($("#chat-view .bar"), {
+  request: (frame, meta) => ctl.actions.request(frame, meta),
+});
 
 let listQueued = false;
 function drawList() {
@@ -89,6 +93,7 @@ function drawTurn() {
   const info = ctl.store.info(chat.sessionId);
   chatView.access(info, ctl.store.hosts);
   chatView.turn(info, ctl.store.interruptUnavailable.has(chat.sessionId));
+  modeControl.draw(info, chatView.promptsAllowed);
 }
 
 const newConvView = new NewConversationView($("#newconv-view"), {
@@ -119,7 +124,10 @@ const view = {
     drawList();
     if (snapshot && !$("#newconv-view").hidden) newConvView.show(ctl.store.sorted(), ctl.store.hosts);
   },
-  header: (info) => chatView.header(info),
+  header: (info) => {
+    chatView.header(info);
+    modeControl.draw(info, chatView.promptsAllowed);
+  },
   turn: drawTurn,
   history: (text) => chatView.history(text),
   append: (item, trimmedBelow) => chatView.append(item, trimmedBelow),

@@ -119,6 +119,7 @@ export class Controller {
           host: msg.host,
           title: msg.title || undefined,
           firstPrompt: msg.firstPrompt || undefined,
+          permissionMode: msg.permissionMode || undefined,
           startedAt: msg.startedAt,
           lastActivity:
             Math.max(Number(store.info(msg.sessionId).lastActivity) || 0, Number(msg.startedAt) || 0) || undefined,

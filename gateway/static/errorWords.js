@@ -32,10 +32,12 @@ const ERROR_WORDS = {
   prompt_failed: "Claude Code couldn't run that prompt",
   not_controllable: "That session runs in a terminal relaybus can't type into (not in tmux).",
   transcript_missing: "That conversation's transcript is gone from its machine; start a new conversation.",
+  mode_unavailable: "Claude Code can't be switched to that mode from here",
 };
 
-// Codes whose message is the reason worth showing (prompt_failed: the CLI's own words).
-const WITH_REASON = new Set(["prompt_failed"]);
+// Codes whose message is the reason worth showing (prompt_failed: the CLI's own words;
+// mode_unavailable: the modes the CLI cycled through).
+const WITH_REASON = new Set(["prompt_failed", "mode_unavailable"]);
 
 /** Every code with plain words (for tests and docs). */
 export const KNOWN_ERROR_CODES = Object.freeze(Object.keys(ERROR_WORDS));

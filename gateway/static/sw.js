@@ -28,6 +28,7 @@ const SHELL = [
   "newConversation.js",
   "outcomes.js",
   "permissionCard.js",
+  "permissionMode.js",
   "push-sw.js",
   "pushPrefs.js",
   "pushSettings.js",

@@ -44,6 +44,8 @@ class Field:
     HISTORY_LOADED: Final = "historyLoaded"
     #: The committed offset value (``end:dev:ino``) a published history ends at.
     HISTORY_END: Final = "historyEnd"
+    #: Claude Code's permission mode as last written or seen (``default``, ``plan``, …).
+    PERMISSION_MODE: Final = "permissionMode"
 
 
 def _int(text: str | None) -> int | None:
@@ -88,6 +90,7 @@ class SessionRow(NamedTuple):
     has_content: bool | None = None
     history_loaded: bool | None = None
     history_end: str = ""
+    permission_mode: str | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[bytes, bytes]) -> SessionRow:
@@ -115,6 +118,7 @@ class SessionRow(NamedTuple):
             has_content=_flag(get(Field.HAS_CONTENT)),
             history_loaded=_flag(get(Field.HISTORY_LOADED)),
             history_end=get(Field.HISTORY_END, ""),
+            permission_mode=get(Field.PERMISSION_MODE) or None,
         )
 
 

@@ -60,6 +60,9 @@ line as an ``orjson.Fragment`` up to ``data_max_bytes``, else ``{type, truncated
 A queued task notification becomes ``{kind: "notification", source, text, summary?}``; a
 prompt queued while Claude worked (``commandMode: prompt``) becomes its text blocks.
 
+A ``permission-mode`` line (dropped) and a prompt's ``user`` line state the session's
+permission mode (``permissionMode``); the main session's is :attr:`Projected.permission_mode`.
+
 Rank 0 (below the first prompt's 1): ``/orchestrator build it`` is the first prompt only
 until a real prompt arrives (``/model opus`` never is).
 Sidechain (sub-agent) lines never give a turn signal or a title. Assistant ``stop_reason``
@@ -167,6 +170,8 @@ class Projected(NamedTuple):
     leaf_uuid: str | None = None
     #: ``(agentId, toolUseId)``: a progress line saying which tool call runs a sub-agent
     agent_parent: tuple[str, str] | None = None
+    #: the session's permission mode as the line states it (:func:`permission_mode_of`)
+    permission_mode: str | None = None
 
 
 def oversize_line(size: int) -> Projected:
@@ -244,7 +249,31 @@ def project_line(
         False,
         leaf if isinstance(leaf, str) else None,
         _agent_parent(rec) if rtype == "progress" else None,
+        None if sidechain else permission_mode_of(rtype, rec),
     )
+
+
+#: Longest permission mode name kept (Claude Code's are 4-17 letters).
+PERMISSION_MODE_MAX_CHARS = 32
+#: Record types stating the session's permission mode in ``permissionMode``: the
+#: ``permission-mode`` line (at a prompt and at a turn's end) and the prompt's own line.
+PERMISSION_MODE_TYPES = frozenset({"permission-mode", "user"})
+
+
+def permission_mode_of(rtype: str, rec: dict[str, Any]) -> str | None:
+    """The ``permissionMode`` a line of type ``rtype`` states (``default``, ``acceptEdits``,
+    ``plan``, ``auto``, …: an open set, kept when it is a short ASCII word), else None."""
+    if rtype not in PERMISSION_MODE_TYPES:
+        return None
+    mode = rec.get("permissionMode")
+    if (
+        isinstance(mode, str)
+        and 0 < len(mode) <= PERMISSION_MODE_MAX_CHARS
+        and mode.isascii()
+        and mode.isalpha()
+    ):
+        return mode
+    return None
 
 
 def _rule(rtype: str, key: str, rec: dict[str, Any]) -> Rule:
@@ -275,6 +304,7 @@ USER_WORD = b'"user"'
 STATE_WORDS: tuple[bytes, ...] = (
     USER_WORD,
     *(f'"{w}"'.encode() for w in ("turn_duration", "agent_progress", "summary", *TITLE_FIELDS)),
+    b'"permissionMode"',
 )
 STOP_OPENINGS = (b'"stop_reason":"', b'"stop_reason": "')
 #: What follows a :data:`STOP_OPENINGS` on a terminal assistant line.
@@ -340,6 +370,7 @@ def hint_line(raw: bytes) -> Hint:
         (main and (rule.turn is not None or rule.title_rank is not None))
         or rule.drop == "warmup"
         or (rtype == "progress" and _agent_parent(rec) is not None)
+        or (main and permission_mode_of(rtype, rec) is not None)
     )
     return Hint(
         stateful,

@@ -21,6 +21,13 @@ INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
 #: Client commands a gateway routes to the session's machine (``{ns}:cmd:<host>``).
 COMMAND_TYPES = frozenset({PROMPT, INTERRUPT, NEW_CONVERSATION})
+#: Switch a session's Claude Code permission mode (``{sessionId, mode}``), routed like a prompt.
+SET_PERMISSION_MODE = "set_permission_mode"
+#: Commands of one session a collector runs in stream order.
+SESSION_COMMAND_TYPES = COMMAND_TYPES | {SET_PERMISSION_MODE}
+#: Permission modes a client may ask for: what Claude Code writes as ``permissionMode``
+#: (``default`` is the one its terminal calls "manual").
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
 #: Gateway-internal: publish the history of a session listed without it (relaybus.collector.history).
 LOAD_HISTORY = "load_history"
 
@@ -201,6 +208,9 @@ def client_frame(command: Command, reply: Reply) -> dict[str, Any]:
         }
     elif command.type == INTERRUPT:
         frame = {"type": "interrupt_ack", "ok": True, "sessionId": command.session_id}
+    elif command.type == SET_PERMISSION_MODE:
+        frame = {"type": "permission_mode_ack", "ok": True, "sessionId": command.session_id}
+        frame.update({k: reply.data[k] for k in ("mode", "driver", "appliesTo") if k in reply.data})
     else:
         frame = {"type": "new_conversation_ack", "ok": True, **reply.data}
     return _with_ids(frame, rid, trace)

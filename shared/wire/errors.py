@@ -45,6 +45,8 @@ class ErrorCode(StrEnum):
     #: The session's transcript is gone from its machine: a prompt would start a new
     #: conversation under the old id (only ``new_conversation`` creates conversations).
     TRANSCRIPT_MISSING = "transcript_missing"
+    #: ``set_permission_mode``: the CLI cannot be put in that mode from here.
+    MODE_UNAVAILABLE = "mode_unavailable"
     # interrupt_ack codes, exactly as the seed defines them.
     NO_ACTIVE_TURN = "no_active_turn"
     INTERRUPT_UNAVAILABLE = "interrupt_unavailable"

@@ -48,6 +48,7 @@ def session_started(
     title: str | None,
     started_at: int,
     first_prompt: str | None = None,
+    permission_mode: str | None = None,
 ) -> bytes:
     frame: dict[str, Any] = {
         "type": SESSION_STARTED,
@@ -60,11 +61,13 @@ def session_started(
     }
     if first_prompt:
         frame["firstPrompt"] = first_prompt
+    if permission_mode:
+        frame["permissionMode"] = permission_mode
     return _prefix(frame)
 
 
 def session_updated(sid: str, info: dict[str, Any]) -> bytes:
-    """A session's SessionInfo changed (title, firstPrompt, cwd, entrypoint): ``session`` is
+    """A session's SessionInfo changed (title, firstPrompt, cwd, entrypoint, permissionMode): ``session`` is
     the whole SessionInfo as the collector knows it."""
     return _prefix({"type": SESSION_UPDATED, "sessionId": sid, "session": info})
 
