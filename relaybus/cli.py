@@ -81,6 +81,7 @@ GATEWAY_FIELDS = [
     "header_timeout_s",
     "max_connections",
     "allowed_origins",
+    "public_hosts",
     "push_enabled",
     "push_public_url",
     "push_subject",

@@ -38,7 +38,7 @@ async def test_a_cut_command_is_pushed_without_approve_and_without_a_capability(
     tool_input = {"command": ATTACK}
     sid, path, _ = session_with_tool(m.claude_dir, m.workdir, "Bash", tool_input)
     await published(admin, keys, sid)
-    settings = make_settings(server.url, namespace)
+    settings = make_settings(server.url, namespace, push_endpoint_allow=push_service.host)
     async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as http:
         push_service.vapid_public = (await http.get("/push/key")).json()["publicKey"]
         phone = push_service.device("phone")
