@@ -60,6 +60,8 @@ class Asks:
     #: must be in that pane when its key is typed, and the live files' directory.
     pane: Pane | None = None
     live: LiveProcess | None = None
+    #: The loop time the hook asked (the dialog's keys wait for it to settle).
+    held_at: float = 0.0
     sessions_dir: Path | None = None
     #: Why no client can answer this request (``None``: one can).
     unanswerable: str | None = None
@@ -117,7 +119,10 @@ async def describe(
     tmux: TmuxDriver,
 ) -> Asks:
     """What the request from the hook (``request``) asks."""
-    asks = Asks(suggestions=approvals.suggestions_of(request.get("permission_suggestions")))
+    asks = Asks(
+        suggestions=approvals.suggestions_of(request.get("permission_suggestions")),
+        held_at=asyncio.get_running_loop().time(),
+    )
     if name == QUESTION_TOOL:
         asks.questions = approvals.questions_of(tool_input)
         asks.cli_questions = tool_input.get("questions")
@@ -147,7 +152,7 @@ async def answer(
         approve = decision == approvals.ALLOW
         try:
             await pane_check.verify(tmux, asks.pane, asks.live, asks.sessions_dir)
-            await press_plan_key(tmux, asks.pane, approve)
+            await press_plan_key(tmux, asks.pane, approve, asks.held_at)
         except DriverError as exc:
             log.warning("approvals: the plan dialog in %s was not answered: %s", asks.pane, exc)
         else:

@@ -258,6 +258,9 @@ PLAN_DIALOG_MARK = "Exit plan mode?"
 PLAN_SHOWN_WAIT_S = 5.0
 PLAN_CLOSE_WAIT_S = 30.0
 PLAN_CLOSE_POLL_S = 0.05
+#: The dialog ignores keys for a moment after it is drawn (a key typed ahead must not answer
+#: it): a key waits until the dialog has stood this long.
+PLAN_SETTLE_S = 1.0
 
 
 async def _plan_shown(driver: TmuxDriver, pane: Pane) -> bool:
@@ -265,15 +268,21 @@ async def _plan_shown(driver: TmuxDriver, pane: Pane) -> bool:
     return PLAN_DIALOG_MARK in screen
 
 
-async def press_plan_key(driver: TmuxDriver, pane: Pane, approve: bool) -> None:
-    """Answer the plan dialog in ``pane`` with its option's key, once the dialog is drawn (the
-    hook can be called before it is, and a key typed then is lost). Raises
-    :class:`DriverError` (``bridge_error``)."""
+async def press_plan_key(driver: TmuxDriver, pane: Pane, approve: bool, held_at: float) -> None:
+    """Answer the plan dialog in ``pane`` with its option's key, once the dialog is drawn and
+    has stood :data:`PLAN_SETTLE_S` (since ``held_at``, the loop time the hook asked, or since
+    it was first seen drawn here). Raises :class:`DriverError` (``bridge_error``)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + PLAN_SHOWN_WAIT_S
+    deadline = loop.time() + PLAN_SHOWN_WAIT_S + PLAN_SETTLE_S
+    not_before = held_at + PLAN_SETTLE_S
     try:
-        while not await _plan_shown(driver, pane):
-            if loop.time() > deadline:
+        while True:
+            now = loop.time()
+            if not await _plan_shown(driver, pane):
+                not_before = max(not_before, now + PLAN_SETTLE_S)
+            elif now >= not_before:
+                break
+            if now > deadline:
                 raise TmuxError("the plan dialog is not shown")
             await asyncio.sleep(PLAN_CLOSE_POLL_S)
         key = PLAN_APPROVE_KEY if approve else PLAN_REJECT_KEY
