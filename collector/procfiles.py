@@ -92,17 +92,22 @@ def pid_alive(pid: int) -> bool:
     return stat is None or stat[0] != "Z" or stat[1] == os.getpid()
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """State and parent pid from ``/proc/<pid>/stat`` (Linux); ``None`` without it."""
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (Linux): state, ppid, pgrp,
+    session, tty_nr, tpgid, …; ``None`` without it."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    # The command name (field 2) is in parentheses and may hold spaces or ")": the
-    # fields that follow the last ")" are state, then ppid.
-    fields = raw[raw.rfind(b")") + 2 :].split()
+    # The command name (field 2) is in parentheses and may hold spaces or ")".
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """State and parent pid; ``None`` without them."""
+    fields = stat_fields(pid)
     try:
-        return fields[0].decode(), int(fields[1])
+        return (fields[0].decode(), int(fields[1])) if fields else None
     except (IndexError, ValueError):
         return None
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from relaybus.collector.drivers import DriverError
 from relaybus.collector.drivers.live import ancestors
 from relaybus.collector.drivers.tmux import Pane, TmuxDriver
-from relaybus.collector.procfiles import LiveProcess, read_live
+from relaybus.collector.procfiles import LiveProcess, read_live, stat_fields
 from relaybus.shared.wire.errors import ErrorCode
 
 #: Names the CLI runs under: the native binary (``claude``; the npm package's
@@ -71,15 +71,13 @@ class ProcStat:
 
 
 def proc_stat(pid: int) -> ProcStat | None:
+    fields = stat_fields(pid)  # starttime is the 22nd field of the whole line
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    # after the command name (in parentheses, may hold ")"): state ppid pgrp session
-    # tty_nr tpgid … and starttime, the 22nd field of the line
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return ProcStat(int(fields[2]), int(fields[4]), int(fields[5]), int(fields[19]))
+        return (
+            ProcStat(int(fields[2]), int(fields[4]), int(fields[5]), int(fields[19]))
+            if fields
+            else None
+        )
     except (IndexError, ValueError):
         return None
 
