@@ -1,8 +1,9 @@
 """The gateway's resources, composed and torn down in order (the FastAPI lifespan uses it).
 
-Its background tasks (the log reader, the reply reader, the watcher counts) run under one
-supervisor policy (:func:`relaybus.shared.aio.supervise`): a crash is logged, counted and
-restarted with backoff, and ``/readyz`` answers 503 while the log or reply reader is down.
+Its background tasks (the log reader, the reply reader, the watcher counts, push's notifier
+and holds) run under one supervisor policy (:func:`relaybus.shared.aio.supervise`): a crash
+is logged, counted and restarted with backoff, and ``/readyz`` answers 503 while the log
+reader, the reply reader or a push loop is down.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ class Runtime:
             "log-reader": self.reader.run,
             "command-replies": self.link.replies.run,
             "watcher-counts": self.approvals.run,
+            **self.push.jobs(),
         }
         crashes = self.metrics.task_crashes
         self._tasks = [
@@ -168,10 +170,11 @@ class Runtime:
         self.hub.close_all(code, "gateway shutting down")
 
     async def ready(self) -> bool:
-        """Redis answers, the reply reader runs, and the log reader runs and looped recently."""
+        """Redis answers, the reply reader and push's loops run, and the log reader runs and
+        looped recently."""
         if not self._tasks or any(task.done() for task in self._tasks):
             return False
-        if not self.link.replies.healthy():
+        if not self.link.replies.healthy() or not self.push.healthy():
             return False
         if not self.reader.healthy(slack_s=self.settings.redis_socket_timeout_s + 1):
             return False

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from relaybus.gateway.listing import session_info
+from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire import frames
 
 APPROVALS, WAITING, DONE, NOTIFY, FAILURES = "approvals", "waiting", "done", "notify", "failures"
@@ -79,10 +81,12 @@ class Session:
     cwd: str = ""  # the project: writes outside it are never one tap
 
     @classmethod
-    def from_hash(cls, sid: str, row: dict[str, str]) -> Session:
-        cwd = row.get("cwd", "")
-        title = row.get("title") or row.get("firstPrompt") or os.path.basename(cwd) or sid[:8]
-        return cls(sid, row.get("host", ""), clip(title, 80), cwd)
+    def from_row(cls, sid: str, row: SessionRow) -> Session:
+        """Titled by the listing's rule (:func:`~relaybus.gateway.listing.session_info`): a
+        title Claude Code wrote, else the cwd basename, else the id's first 8 characters (as
+        the web client's session header; a first prompt is not a title)."""
+        title = session_info(sid, row).get("title") or os.path.basename(row.cwd) or sid[:8]
+        return cls(sid, row.host, clip(title, 80), row.cwd)
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,8 +121,8 @@ def router(push: PushService) -> APIRouter:
             replaceable = held.token  # its token is no longer configured
         if not await push.store.save(saved, replaceable=replaceable):
             return _taken()
-        await push.worker.ensure_group()  # from here on no event is missed
-        await push.worker.hold_pass()
+        await push.notifier.ensure_group()  # from here on no event is missed
+        await push.holds.hold_pass()
         return JSONResponse(
             {"id": saved.id, "prefs": saved.prefs.as_json(), "approvals": saved.full}
         )

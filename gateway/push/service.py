@@ -1,9 +1,13 @@
-"""The push machinery of one gateway: store, senders, worker tasks; ``async with`` owns them."""
+"""The push machinery of one gateway: store, senders, the notifier and the holds.
+
+Their loops are jobs the gateway runtime supervises (:meth:`PushService.jobs`: crashes
+logged, counted in ``task_crashes_total`` and restarted; ``/readyz`` asks :meth:`healthy`);
+``async with`` owns the senders and the notifier's blocking Redis client.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 import redis.asyncio as aioredis
@@ -12,16 +16,14 @@ from prometheus_client import CollectorRegistry
 from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import Access, TokenTable
 from relaybus.gateway.push.endpoints import EndpointPolicy
+from relaybus.gateway.push.holds import PushHolds
 from relaybus.gateway.push.metrics import PushMetrics
+from relaybus.gateway.push.notify import PushNotifier
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender, split_urls
 from relaybus.gateway.push.store import PushStore, fingerprint
-from relaybus.gateway.push.worker import PushWorker
-from relaybus.shared.aio import cancel_and_wait
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
-
-log = logging.getLogger(__name__)
 
 
 class PushService:
@@ -51,12 +53,20 @@ class PushService:
         }
         self.apprise = AppriseSender(split_urls(settings.notify_urls.get_secret_value()))
         self._reader = connect(settings, block_ms=block_ms)
-        self.worker = PushWorker(
+        self.holds = PushHolds(
+            client=client,
+            keys=keys,
+            store=self.store,
+            tokens=self.fingerprints,
+            watchers_ttl_s=settings.watchers_ttl_s,
+        )
+        self.notifier = PushNotifier(
             client=client,
             reader=self._reader,
             keys=keys,
             settings=settings,
             store=self.store,
+            holds=self.holds,
             web=self.web,
             apprise=self.apprise,
             metrics=self.metrics,
@@ -64,16 +74,18 @@ class PushService:
             tokens=self.fingerprints,
             block_ms=block_ms,
         )
-        self._tasks: list[asyncio.Task[None]] = []
+
+    def jobs(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """The loops for the runtime to supervise, by task name (none while push is off)."""
+        if not self.settings.push_enabled:
+            return {}
+        return {"push-notify": self.notifier.run, "push-holds": self.holds.run}
+
+    def healthy(self) -> bool:
+        """Push is off, or both of its loops run (none crashed or waits to be restarted)."""
+        return not self.settings.push_enabled or (self.notifier.healthy() and self.holds.healthy())
 
     async def __aenter__(self) -> PushService:
-        if self.settings.push_enabled:
-            self._tasks = [
-                asyncio.create_task(self.worker.run(), name="push-worker"),
-                asyncio.create_task(self.worker.run_holds(), name="push-holds"),
-            ]
-            for task in self._tasks:
-                task.add_done_callback(_crashed)
         return self
 
     async def __aexit__(
@@ -82,12 +94,5 @@ class PushService:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for task in self._tasks:
-            await cancel_and_wait(task)
         await self.web.aclose()
         await self._reader.aclose()
-
-
-def _crashed(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("%s crashed", task.get_name(), exc_info=task.exception())

@@ -9,10 +9,13 @@ from relaybus.shared.store.keys import GROUP, Keys
 from relaybus.shared.store.session_row import Field
 
 
-async def ensure_group(client: aioredis.Redis, stream: str) -> None:
-    """Create the ``collectors`` group (and the stream) unless it exists; only BUSYGROUP is ignored."""
+async def ensure_group(
+    client: aioredis.Redis, stream: str, group: str = GROUP, *, start: str = "0"
+) -> None:
+    """Create consumer group ``group`` (the ``collectors`` one unless told) at ``start`` (and
+    the stream) unless it exists; only BUSYGROUP is ignored."""
     try:
-        await client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        await client.xgroup_create(stream, group, id=start, mkstream=True)
     except ResponseError as exc:
         if not str(exc).startswith("BUSYGROUP"):
             raise

@@ -73,3 +73,39 @@ async def test_log_reader_crash_is_restarted_and_readyz_follows(
         (event,) = [f for f in frames if f["type"] == "session_event"]
         assert event["event"]["blocks"][0]["text"] == "after the crash"
         assert g.metric(CRASHES, {"task": "command-replies"}) == 0
+
+
+async def test_a_crashing_push_job_is_counted_restarted_and_seen_by_readyz(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Push's notifier is a supervised runtime task: an unexpected error in it is logged,
+    counted as push-notify and restarted; /readyz answers 503 while it is down and 200 once it
+    runs again."""
+    async with running_gateway(settings) as g:
+        notifier = g.runtime.push.notifier
+        await wait_for(notifier.healthy)
+        assert await readyz(g) == 200
+        caplog.set_level(logging.ERROR, logger="relaybus.shared.aio")
+
+        async def broken() -> bool:
+            raise RuntimeError("injected push fault")
+
+        healthy_active = notifier._active
+        monkeypatch.setattr(notifier, "_active", broken)
+        await wait_for(lambda: g.metric(CRASHES, {"task": "push-notify"}) >= 2)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while await readyz(g) != 503:
+            assert loop.time() < deadline, "/readyz never saw the crashed push job"
+            await asyncio.sleep(0.05)
+        assert any(
+            r.getMessage().startswith("task push-notify crashed; restarting in ")
+            for r in caplog.records
+        )
+        monkeypatch.setattr(notifier, "_active", healthy_active)
+        deadline = loop.time() + 20
+        while await readyz(g) != 200:
+            assert loop.time() < deadline, "the restarted push job never became ready"
+            await asyncio.sleep(0.1)
+        assert notifier.healthy()
+        assert g.metric(CRASHES, {"task": "push-holds"}) == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from relaybus.gateway.push import policy
 from relaybus.gateway.push.policy import Session
 from relaybus.gateway.push.store import DEFAULT_EVENTS, Prefs, Subscription
+from relaybus.shared.store.session_row import SessionRow
 
 S = Session("sid-1", "laptop", "fix the parser")
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,3 +264,18 @@ def test_questions_and_plans_get_their_own_text_and_one_tap_only_when_complete()
     assert bare.body == "Claude has a question" and "actions" not in bare.payload("cap-4")
     ls = {"requestKey": "b1", "name": "Bash", "input": {"command": "ls"}, "expiresAt": 5}
     assert "actions" not in policy.approval({**ls, "answerable": False}, S).payload("cap-5")
+
+
+def test_a_session_is_titled_by_the_listing_rule() -> None:
+    """A title Claude Code wrote names it; a prompt (or a title ranked as one) yields to the cwd
+    basename, then to the id's first 8 characters."""
+
+    def title(**fields: str) -> str:
+        raw = {k.encode(): v.encode() for k, v in fields.items()}
+        return Session.from_row("0123456789ab", SessionRow.parse(raw)).title
+
+    assert title(title="Parser fix", cwd="/work/proj", firstPrompt="fix it") == "Parser fix"
+    assert title(cwd="/work/proj", firstPrompt="fix it") == "proj"
+    assert title(title="fix it", titleRank="1", cwd="/work/proj") == "proj"
+    assert title(title="Parser fix", titleRank="2", cwd="/work/proj") == "Parser fix"
+    assert title(firstPrompt="fix it") == "01234567"

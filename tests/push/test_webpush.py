@@ -156,3 +156,26 @@ async def test_a_gone_subscription_is_deleted_and_a_read_token_gets_no_approvals
 
 async def _wait(service: PushServiceStandIn, name: str, count: int) -> list[Accepted]:
     return await asyncio.to_thread(service.wait, name, count)
+
+
+async def test_a_notification_titles_a_session_as_the_listing_does(
+    server: RedisServer,
+    namespace: str,
+    keys: Keys,
+    admin: aioredis.Redis,
+    push_service: PushServiceStandIn,
+) -> None:
+    """A session without a title Claude Code wrote is named by its cwd basename (as the
+    listing and the session header do), never by its first prompt."""
+    settings = make_settings(server.url, namespace, push_endpoint_allow=push_service.host)
+    pub = Publisher(admin, keys)
+    async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as http:
+        push_service.vapid_public = (await http.get("/push/key")).json()["publicKey"]
+        reader = push_service.device("reader")
+        await subscribe(gw, reader.subscription(), token="ro-token")
+        sid = "sess-untitled"
+        await pub.start_session(sid, cwd="/work/parser-fix")
+        await admin.hset(keys.session(sid), "firstPrompt", "please fix the parser")
+        await pub.turn(sid, "waiting")
+        [push] = await _wait(push_service, "reader", 1)
+        assert push.payload["title"] == "Waiting: parser-fix"

@@ -7,10 +7,6 @@ another takes it over with ``XAUTOCLAIM`` after ``RELAYBUS_PUSH_CLAIM_IDLE_S``. 
 sending to a target the gateway claims ``(seq, notice, target)`` with ``SET NX``, so the
 takeover skips every target the dead gateway had started: no device is notified twice
 (a send cut off by the kill itself is not repeated — at most once per target).
-
-The worker also keeps permission requests held for devices: for every recent session a
-device would get approvals of, it stamps the field ``push`` in the session's ``watchers``
-hash, which the collector counts like a watching client.
 """
 
 from __future__ import annotations
@@ -28,26 +24,23 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
 from relaybus.gateway.push import policy
+from relaybus.gateway.push.holds import PushHolds
 from relaybus.gateway.push.metrics import PushMetrics
 from relaybus.gateway.push.policy import Notice, Session
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender
 from relaybus.gateway.push.store import DEFAULT_EVENTS, PushStore, Subscription
-from relaybus.shared.aio import now_ms
+from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
 from relaybus.shared.settings import Settings
+from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire import approvals as ap
+from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire import frames
 
 log = logging.getLogger(__name__)
 
 GROUP = "push"
 BATCH = 64
-#: Field of ``session:<sid>:watchers`` that stands for the push-subscribed devices.
-HOLD_FIELD = "push"
-#: Sessions active this recently are kept held for devices.
-HOLD_RECENT_S = 900
-HOLD_MAX_SESSIONS = 500
-#: Without subscriptions or Apprise URLs the worker reads nothing; it looks again this often.
+#: Without subscriptions or Apprise URLs the notifier reads nothing; it looks again this often.
 IDLE_CHECK_S = 1.0
 LAST_TEXT_SCAN = 30
 
@@ -61,7 +54,9 @@ def _text(raw: Any) -> str:
     return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
 
 
-class PushWorker:
+class PushNotifier:
+    """This gateway's consumer of the ``push`` group: log entries in, notifications out."""
+
     def __init__(
         self,
         *,
@@ -70,6 +65,7 @@ class PushWorker:
         keys: Keys,
         settings: Settings,
         store: PushStore,
+        holds: PushHolds,
         web: WebPushSender,
         apprise: AppriseSender,
         metrics: PushMetrics,
@@ -82,6 +78,7 @@ class PushWorker:
         self._keys = keys
         self._settings = settings
         self._store = store
+        self._holds = holds
         self._web = web
         self._apprise = apprise
         self._metrics = metrics
@@ -92,50 +89,67 @@ class PushWorker:
         self._block_ms = block_ms
         self._grouped = False
         self._last_takeover = 0.0
-        self._held: dict[str, float] = {}
         self._wake = asyncio.Event()
+        self._running = False
+
+    def healthy(self) -> bool:
+        """:meth:`run` is running (not crashed, not waiting to be restarted)."""
+        return self._running
 
     # --- the consumer group -------------------------------------------------------------
 
     async def run(self) -> None:
-        while True:
-            try:
-                if not await self._active():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), IDLE_CHECK_S)
-                    self._wake.clear()
-                    continue
-                await self.ensure_group()
-                if time.monotonic() - self._last_takeover >= self._settings.push_claim_idle_s / 2:
-                    await self.takeover()
-                got = await self._reader.xreadgroup(
-                    GROUP, self._id, {self._keys.log: ">"}, count=BATCH, block=self._block_ms
-                )
-                for _stream, entries in cast(list[tuple[Any, list[tuple[Any, Any]]]], got or []):
-                    await self._handle_all(entries)
-            except ResponseError as exc:
-                if "NOGROUP" in str(exc):
-                    self._grouped = False  # the log was deleted (data loss): make it again
-                    continue
-                log.error("push worker: Redis refused a command: %s", exc)
-                await asyncio.sleep(1.0)
-            except (RedisError, OSError) as exc:
-                log.warning("push worker: Redis unavailable: %s", exc)
-                await asyncio.sleep(1.0)
+        """Read the group until cancelled, riding out Redis outages with backoff; any other
+        error ends it (the runtime's supervisor logs, counts and restarts it)."""
+        backoff = Backoff(first_s=0.5, max_s=10.0)
+        self._running = True
+        try:
+            while True:
+                try:
+                    await self._step()
+                    backoff.reset()
+                except ResponseError as exc:
+                    reraise_if_cancelling(exc)
+                    if "NOGROUP" in str(exc):
+                        self._grouped = False  # the log was deleted (data loss): make it again
+                        continue
+                    delay = backoff.next()
+                    log.error("push: Redis refused a command: %s; retrying in %.1fs", exc, delay)
+                    await asyncio.sleep(delay)
+                except (RedisError, OSError) as exc:
+                    reraise_if_cancelling(exc)
+                    delay = backoff.next()
+                    log.warning("push: Redis unavailable: %s; retrying in %.1fs", exc, delay)
+                    await asyncio.sleep(delay)
+        finally:
+            self._running = False
+
+    async def _step(self) -> None:
+        """One read of the group (or one idle wait while nobody is to be notified)."""
+        if not await self._active():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), IDLE_CHECK_S)
+            self._wake.clear()
+            return
+        await self.ensure_group()
+        if time.monotonic() - self._last_takeover >= self._settings.push_claim_idle_s / 2:
+            await self.takeover()
+        got = await self._reader.xreadgroup(
+            GROUP, self._id, {self._keys.log: ">"}, count=BATCH, block=self._block_ms
+        )
+        for _stream, entries in cast(list[tuple[Any, list[tuple[Any, Any]]]], got or []):
+            await self._handle_all(entries)
 
     async def _active(self) -> bool:
         return bool(self._apprise.targets) or bool(await self._client.hlen(self._store.subs_key))
 
     async def ensure_group(self) -> None:
-        """Create the group at the log's end (once) and wake an idle worker."""
+        """Create the group at the log's end (once) and wake an idle notifier."""
         self._wake.set()
         if self._grouped:
             return
-        try:  # new events only: a fresh fleet does not push the log's history
-            await self._client.xgroup_create(self._keys.log, GROUP, id="$", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        # new events only: a fresh fleet does not push the log's history
+        await ensure_group(self._client, self._keys.log, GROUP, start="$")
         self._grouped = True
 
     async def takeover(self) -> None:
@@ -182,19 +196,17 @@ class PushWorker:
         if kind not in policy.KINDS:
             return
         sid = _text(fields.get(b"s"))
-        hold_due = time.monotonic() - self._held.get(sid, 0.0) > self._settings.watchers_ttl_s / 3
+        hold_due = self._holds.due(sid)
         raw = fields[b"f"]
         if kind == frames.SESSION_EVENT and not hold_due and not _may_notify(raw):
             return  # routine progress: the common case, decided without a round trip
         frame = orjson.loads(raw)
-        row = {
-            _text(k): _text(v)
-            for k, v in (await self._client.hgetall(self._keys.session(sid))).items()
-        }
-        session = Session.from_hash(sid, row)
+        raw_row = await self._client.hgetall(self._keys.session(sid))
+        row = SessionRow.parse(cast(dict[bytes, bytes], raw_row))
+        session = Session.from_row(sid, row)
         subs = await self._store.subscriptions()
         if hold_due:
-            await self._hold({sid: session.host}, subs)
+            await self._holds.hold({sid: session.host}, subs)
         notices = await self._notices(kind, frame, session)
         if not notices:
             return
@@ -298,54 +310,3 @@ class PushWorker:
             self._metrics.failed.labels(channel, reason or "error").inc()
             log.warning("push: %s to %s failed (%s)", channel, target, reason)
         await self._store.settle(event, target, outcome)
-
-    # --- holding permission requests for devices ----------------------------------------
-
-    async def hold_pass(self) -> None:
-        """Stamp the ``push`` watcher of every recent session a device gets approvals of."""
-        subs = await self._store.subscriptions()
-        if not any(self._tokens.get(s.token) for s in subs):
-            return
-        recent = await self._client.zrangebyscore(
-            self._keys.sessions,
-            now_ms() - HOLD_RECENT_S * 1000,
-            "+inf",
-            start=0,
-            num=HOLD_MAX_SESSIONS,
-        )
-        sids = [_text(s) for s in recent]
-        pipe = self._client.pipeline(transaction=False)
-        for sid in sids:
-            pipe.hget(self._keys.session(sid), "host")
-        hosts = {sid: _text(h) for sid, h in zip(sids, await pipe.execute(), strict=True)}
-        await self._hold(hosts, subs)
-
-    async def _hold(self, hosts: Mapping[str, str], subs: list[Subscription]) -> None:
-        ttl_s = self._settings.watchers_ttl_s
-        value = ap.watcher_value(1, now_ms() + ttl_s * 1000)
-        pipe = self._client.pipeline(transaction=False)
-        held = []
-        for sid, host in hosts.items():
-            if any(
-                self._tokens.get(s.token) and s.prefs.wants(policy.APPROVALS, host, sid)
-                for s in subs
-            ):
-                key = self._keys.session_watchers(sid)
-                pipe.hset(key, HOLD_FIELD, value)
-                pipe.expire(key, ttl_s)
-                held.append(sid)
-        if held:
-            await pipe.execute()
-        now = time.monotonic()
-        for sid in held:
-            self._held[sid] = now
-        if len(self._held) > HOLD_MAX_SESSIONS * 2:
-            self._held = {k: v for k, v in self._held.items() if now - v < ttl_s}
-
-    async def run_holds(self) -> None:
-        while True:
-            try:
-                await self.hold_pass()
-            except (RedisError, OSError) as exc:
-                log.warning("push: holds not refreshed: %s", exc)
-            await asyncio.sleep(self._settings.watchers_ttl_s / 3)

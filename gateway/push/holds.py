@@ -1,0 +1,126 @@
+"""Hold permission requests for push-subscribed devices.
+
+For every recent session a device would get approvals of, the gateway stamps the field
+``push`` in the session's ``watchers`` hash, which the collector counts like a watching
+client; the stamp is renewed every third of ``RELAYBUS_WATCHERS_TTL_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from relaybus.gateway.push import policy
+from relaybus.gateway.push.store import PushStore, Subscription
+from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
+from relaybus.shared.store.keys import Keys
+from relaybus.shared.store.session_row import Field
+from relaybus.shared.wire import approvals as ap
+
+log = logging.getLogger(__name__)
+
+#: Field of ``session:<sid>:watchers`` that stands for the push-subscribed devices.
+HOLD_FIELD = "push"
+#: Sessions active this recently are kept held for devices.
+HOLD_RECENT_S = 900
+HOLD_MAX_SESSIONS = 500
+
+
+class PushHolds:
+    """Stamps the ``push`` watcher of sessions whose approvals a device gets."""
+
+    def __init__(
+        self,
+        *,
+        client: aioredis.Redis,
+        keys: Keys,
+        store: PushStore,
+        tokens: Mapping[str, bool],
+        watchers_ttl_s: int,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._store = store
+        #: token fingerprint -> full access; only full-access devices get approvals.
+        self._tokens = tokens
+        self._ttl_s = watchers_ttl_s
+        #: sid -> monotonic time of its last stamp
+        self._held: dict[str, float] = {}
+        self._running = False
+
+    def healthy(self) -> bool:
+        """:meth:`run` is running (not crashed, not waiting to be restarted)."""
+        return self._running
+
+    def due(self, sid: str) -> bool:
+        """Whether ``sid``'s stamp is older than a third of its lifetime (or missing)."""
+        return time.monotonic() - self._held.get(sid, 0.0) > self._ttl_s / 3
+
+    async def run(self) -> None:
+        """Renew the stamps until cancelled, riding out Redis outages with backoff; any other
+        error ends it (the runtime's supervisor logs, counts and restarts it)."""
+        backoff = Backoff(first_s=0.5, max_s=self._ttl_s / 3)
+        self._running = True
+        try:
+            while True:
+                try:
+                    await self.hold_pass()
+                    backoff.reset()
+                    delay = self._ttl_s / 3
+                except (RedisError, OSError) as exc:
+                    reraise_if_cancelling(exc)
+                    delay = backoff.next()
+                    log.warning("push: holds not refreshed: %s; retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+        finally:
+            self._running = False
+
+    async def hold_pass(self) -> None:
+        """Stamp the ``push`` watcher of every recent session a device gets approvals of."""
+        subs = await self._store.subscriptions()
+        if not any(self._tokens.get(s.token) for s in subs):
+            return
+        recent = await self._client.zrangebyscore(
+            self._keys.sessions,
+            now_ms() - HOLD_RECENT_S * 1000,
+            "+inf",
+            start=0,
+            num=HOLD_MAX_SESSIONS,
+        )
+        sids = [s.decode(errors="replace") for s in cast(list[bytes], recent)]
+        pipe = self._client.pipeline(transaction=False)
+        for sid in sids:
+            pipe.hget(self._keys.session(sid), Field.HOST)
+        got: list[bytes | None] = await pipe.execute()
+        hosts = {sid: (h or b"").decode(errors="replace") for sid, h in zip(sids, got, strict=True)}
+        await self.hold(hosts, subs)
+
+    async def hold(self, hosts: Mapping[str, str], subs: list[Subscription]) -> None:
+        """Stamp the sessions of ``hosts`` (sid -> host) that a device of ``subs`` gets
+        approvals of."""
+        ttl_s = self._ttl_s
+        value = ap.watcher_value(1, now_ms() + ttl_s * 1000)
+        pipe = self._client.pipeline(transaction=False)
+        held = []
+        for sid, host in hosts.items():
+            if any(
+                self._tokens.get(s.token) and s.prefs.wants(policy.APPROVALS, host, sid)
+                for s in subs
+            ):
+                key = self._keys.session_watchers(sid)
+                pipe.hset(key, HOLD_FIELD, value)
+                pipe.expire(key, ttl_s)
+                held.append(sid)
+        if held:
+            await pipe.execute()
+        now = time.monotonic()
+        for sid in held:
+            self._held[sid] = now
+        if len(self._held) > HOLD_MAX_SESSIONS * 2:
+            self._held = {k: v for k, v in self._held.items() if now - v < ttl_s}
