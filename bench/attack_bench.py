@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from _rig import REPO, header, scratch, summary, write_result
+from rig import REPO
+from rig.services import header, scratch, write_result
+from rig.stats import summary
 
 from relaybus.shared.store.keys import Keys
 from tests.support.gateway_client import FULL, WsClient

@@ -45,8 +45,9 @@ from typing import Any, cast
 
 import orjson
 import redis
-from _rig import REPO, header, write_result
-from gateway_bench import status_kib
+from rig import REPO
+from rig.procs import status_kib
+from rig.services import header, write_result
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc

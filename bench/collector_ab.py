@@ -29,7 +29,9 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from collector_bench import REPO, fixture_lines, latency, throughput
+from collector_bench import latency, throughput
+from rig import REPO
+from rig.collector import fixture_lines
 
 from tests.support.servers import RedisServer, server_binaries
 

@@ -36,51 +36,15 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rig.collector import drop_transcript, fixture_lines  # noqa: E402
+from rig.stats import pct  # noqa: E402
+
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import Entries, transcript, user_line  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
-FIXTURES = REPO / "tests" / "data" / "claude-jsonl"
 OUT = REPO / "bench" / "results" / "collector.json"
-
-
-def fixture_lines() -> list[bytes]:
-    lines: list[bytes] = []
-    for p in sorted(FIXTURES.glob("*.jsonl")):
-        lines += [ln + b"\n" for ln in p.read_bytes().splitlines() if ln.strip()]
-    return lines
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
-def wait_committed(
-    client: redis.Redis | redis.RedisCluster, key: str, field: str, size: int, timeout_s: float
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = client.hget(key, field)
-        if isinstance(v, bytes) and int(v.split(b":")[0]) >= size:
-            return
-        time.sleep(0.002)
-    raise TimeoutError(f"{field} not committed to {size}")
-
-
-def drop_transcript(
-    client: redis.Redis | redis.RedisCluster, claude: Path, ns: str, data: bytes
-) -> float:
-    """Make ``data`` appear at once as a new transcript (a rename) and wait until the
-    collector (host ``bench``) committed all of it; the seconds that took."""
-    staging = claude / "staging.tmp"
-    staging.write_bytes(data)
-    path = transcript(claude, "bench-throughput")
-    t0 = time.perf_counter()
-    staging.rename(path)
-    field = path.relative_to(claude).as_posix()
-    wait_committed(client, f"{{{ns}}}:offsets:bench", field, len(data), 300)
-    return time.perf_counter() - t0
 
 
 def throughput(
@@ -98,7 +62,7 @@ def throughput(
         cpu0, rcpu0 = proc_cpu_s(proc.pid), redis_cpu_s(client)
         elapsed = drop_transcript(client, claude, ns, data)
         cpu, rcpu = proc_cpu_s(proc.pid) - cpu0, redis_cpu_s(client) - rcpu0
-        events = int(client.get(f"{{{ns}}}:seq") or 0)
+        events = int(client.get(Keys(ns).seq) or 0)
     finally:
         proc.stop()
         client.close()
@@ -130,7 +94,7 @@ def redis_cpu_s(client: redis.Redis) -> float:
 
 def bare_xadd(srv: RedisServer, lines: list[bytes], ns: str) -> dict[str, Any]:
     client = srv.client()
-    key = f"{{{ns}}}:bare"
+    key = f"{Keys(ns).prefix}bare"
     t0 = time.perf_counter()
     for i in range(0, len(lines), 500):
         pipe = client.pipeline(transaction=False)
@@ -177,12 +141,12 @@ def latency(
     done = threading.Event()
 
     def read_log() -> None:
-        last = client.get(f"{{{ns}}}:seq") or b"0"
+        last = client.get(Keys(ns).seq) or b"0"
         cursor = f"{int(last)}-0"
         while not done.is_set():
             reply = cast(
                 list[tuple[bytes, Entries]] | None,
-                reader.xread({f"{{{ns}}}:log": cursor}, block=200),
+                reader.xread({Keys(ns).log: cursor}, block=200),
             )
             for _key, entries in reply or []:
                 now = time.perf_counter()

@@ -37,7 +37,8 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from gateway_bench import Worker, cpu_s, pct, rss_kib
+from rig.procs import Worker, cpu_s, rss_kib
+from rig.stats import summary
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -120,9 +121,7 @@ FILLER = filler()
 class CWorker(Worker):
     """A ``compare_workers.py`` subprocess (READY, then one JSON line)."""
 
-    def __init__(self, *args: str) -> None:
-        super().__init__()
-        self.args = [sys.executable, str(WORKERS), *args]
+    script = WORKERS
 
     async def say(self, text: str) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -273,14 +272,13 @@ async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
     return Stack("floor", "floor", f"ws://127.0.0.1:{port}", proc.pid, file_target(d), stop)
 
 
-def summary(lat: list[float], expected: int) -> dict[str, Any]:
+def counted(lat: list[float], expected: int) -> dict[str, Any]:
+    """The latency summary of ``expected`` deliveries, of which ``lat`` arrived."""
     return {
         "received": len(lat),
         "expected": expected,
         "lost": expected - len(lat),
-        "p50_ms": pct(lat, 0.5) if lat else None,
-        "p99_ms": pct(lat, 0.99) if lat else None,
-        "max_ms": pct(lat, 1.0) if lat else None,
+        **summary(lat),
         "late_over_10s": sum(1 for x in lat if x > 10_000),
     }
 
@@ -309,7 +307,7 @@ async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float
         # several times the server's, the latency measured is mostly the clients' backlog.
         "clients_cpu_s": res.get("cpu_s"),
         "write_s": round(seconds, 2),
-        **summary(res["latencies_ms"], n * lines),
+        **counted(res["latencies_ms"], n * lines),
     }
 
 
@@ -494,7 +492,7 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
                 "events_per_s": rate,
                 "deliveries_per_s": round(len(lat) / max(sent_s, max(lat, default=0) / 1000)),
                 "gateways_cpu_s": round(cpu, 2),
-                **summary(lat, plan.nginx_clients * events),
+                **counted(lat, plan.nginx_clients * events),
             }
         )
         print(json.dumps(rows[-1]), flush=True)

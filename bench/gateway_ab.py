@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from compare import FULL, Stack, latency_run, published_session, storm
-from gateway_bench import cpu_s
+from rig.procs import cpu_s
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
