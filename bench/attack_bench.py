@@ -1,4 +1,4 @@
-"""Issue 12's done-when figure: the gateway under replay, ping-flood and slowloris attacks at once.
+"""The gateway under replay, ping-flood and slowloris attacks at once.
 
 A real ``python -m relaybus.gateway`` on a private Redis. A separate attacker process keeps, for the
 whole run:

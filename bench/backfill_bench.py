@@ -19,7 +19,7 @@ longer loses it).
 
 With ``--stop-after S`` each size also gets a ``stopped`` run per variant: the collector is
 sent SIGTERM ``S`` seconds after its spawn (mid-backfill for a big file) and the seconds it
-takes to exit are recorded (a stop abandons the read; before, it waited for the read's end).
+takes to exit are recorded (a stop abandons the read).
 
 ``--repeat N`` makes N rounds of each size and mode (medians in the result). With
 ``--baseline REF`` each run is also made, interleaved (A, B, A, B …), by the

@@ -9,7 +9,7 @@ documented way for another process to emit into a Socket.IO cluster, as the coll
 feeds the gateways through Redis.
 
 ``clients``: N clients of one system (``--proto relaybus|floor|sio``), all on the same
-minimal client (:class:`gateway_workers.RawClient`), so that the clients cost the same for
+minimal client (:class:`rig.clients.RawClient`), so that the clients cost the same for
 every system and stay cheaper than the servers they measure. Prints ``READY``, receives
 until each client got ``--count`` timed lines or ``--max-s`` passed, prints one JSON line.
 
