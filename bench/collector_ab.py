@@ -2,7 +2,7 @@
 
 Exports ``--base`` (a git ref, default ``main``) into a temporary tree and runs its
 collector against the working tree's, round after round (A B A B ...), so the drift of a
-shared machine hits both alike. Each round and variant runs ``bench/collector_bench.py``'s
+shared machine hits both alike. Each round and variant runs ``bench/rig/collector.py``'s
 two measures with a real ``python -m relaybus.collector`` on a private Redis:
 
 * throughput: ``--lines`` fixture lines dropped in at once: lines/s and the collector's
@@ -29,9 +29,8 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from collector_bench import latency, throughput
 from rig import REPO
-from rig.collector import fixture_lines
+from rig.collector import fixture_lines, latency, throughput
 
 from tests.support.servers import RedisServer, server_binaries
 
