@@ -48,6 +48,7 @@ import redis
 from rig import REPO
 from rig.procs import status_kib
 from rig.services import header, write_result
+from rig.trees import export
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
@@ -195,16 +196,6 @@ def run_stop(
     }
 
 
-def export_tree(ref: str, into: Path) -> Path:
-    """``git archive REF`` unpacked into ``into`` (the symlinked package layout kept)."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[50, 200, 1000])
@@ -230,7 +221,8 @@ def main() -> None:
         root = Path(tmp)
         variants: list[tuple[str, Path | None]] = []
         if args.baseline:
-            variants.append(("baseline", export_tree(args.baseline, root / "baseline-src")))
+            export(args.baseline, root / "baseline-src")
+            variants.append(("baseline", root / "baseline-src"))
         variants.append(("current", None))
         srv = RedisServer(kind, kinds[kind], root / "srv")
         srv.start()
