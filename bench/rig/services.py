@@ -73,7 +73,12 @@ def services(s: Scratch, sid: str, collector_env: dict[str, str]) -> Iterator[Ga
         redis_url=s.srv.url,
         namespace=NAMESPACE,
         tokens=TOKEN,
-        env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
+        env={
+            "RELAYBUS_RATE_LIMIT_PER_S": "100000",  # sequential requests, not a flood
+            # the push bench's local push service (off the browsers' push services)
+            "RELAYBUS_PUSH_ENDPOINT_ALLOW": "127.0.0.1",
+            "RELAYBUS_PUSH_RATE_LIMIT_PER_MIN": "6000",
+        },
     )
     try:
         col.start()
