@@ -22,7 +22,9 @@ import shlex
 import time
 from typing import Any
 
-from _rig import REPO, edit_request, header, scratch, summary, watching, write_result
+from rig import REPO
+from rig.services import edit_request, header, scratch, watching, write_result
+from rig.stats import summary
 
 from tests.support.approvals import RELAYBUS
 from tests.support.gateway_server import GatewayProc

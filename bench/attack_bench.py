@@ -1,4 +1,4 @@
-"""Issue 12's done-when figure: the gateway under replay, ping-flood and slowloris attacks at once.
+"""The gateway under replay, ping-flood and slowloris attacks at once.
 
 A real ``python -m relaybus.gateway`` on a private Redis. A separate attacker process keeps, for the
 whole run:
@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from _rig import REPO, header, scratch, summary, write_result
+from rig import REPO
+from rig.services import header, scratch, write_result
+from rig.stats import summary
 
 from relaybus.shared.store.keys import Keys
 from tests.support.gateway_client import FULL, WsClient

@@ -19,7 +19,7 @@ longer loses it).
 
 With ``--stop-after S`` each size also gets a ``stopped`` run per variant: the collector is
 sent SIGTERM ``S`` seconds after its spawn (mid-backfill for a big file) and the seconds it
-takes to exit are recorded (a stop abandons the read; before, it waited for the read's end).
+takes to exit are recorded (a stop abandons the read).
 
 ``--repeat N`` makes N rounds of each size and mode (medians in the result). With
 ``--baseline REF`` each run is also made, interleaved (A, B, A, B …), by the
@@ -45,8 +45,10 @@ from typing import Any, cast
 
 import orjson
 import redis
-from _rig import REPO, header, write_result
-from gateway_bench import status_kib
+from rig import REPO
+from rig.procs import status_kib
+from rig.services import header, write_result
+from rig.trees import export
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
@@ -194,16 +196,6 @@ def run_stop(
     }
 
 
-def export_tree(ref: str, into: Path) -> Path:
-    """``git archive REF`` unpacked into ``into`` (the symlinked package layout kept)."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes-mb", type=int, nargs="+", default=[50, 200, 1000])
@@ -229,7 +221,8 @@ def main() -> None:
         root = Path(tmp)
         variants: list[tuple[str, Path | None]] = []
         if args.baseline:
-            variants.append(("baseline", export_tree(args.baseline, root / "baseline-src")))
+            export(args.baseline, root / "baseline-src")
+            variants.append(("baseline", root / "baseline-src"))
         variants.append(("current", None))
         srv = RedisServer(kind, kinds[kind], root / "srv")
         srv.start()

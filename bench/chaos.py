@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _rig import header, scratch, write_result  # noqa: E402
+from rig.services import header, scratch, write_result  # noqa: E402
 
 from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402

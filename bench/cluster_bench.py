@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _rig import header, write_result  # noqa: E402
-from collector_bench import drop_transcript, fixture_lines  # noqa: E402
+from rig.collector import drop_transcript, fixture_lines  # noqa: E402
+from rig.services import header, write_result  # noqa: E402
 
 from tests.support.cluster import ClusterRig  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402

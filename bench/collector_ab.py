@@ -2,7 +2,7 @@
 
 Exports ``--base`` (a git ref, default ``main``) into a temporary tree and runs its
 collector against the working tree's, round after round (A B A B ...), so the drift of a
-shared machine hits both alike. Each round and variant runs ``bench/collector_bench.py``'s
+shared machine hits both alike. Each round and variant runs ``bench/rig/collector.py``'s
 two measures with a real ``python -m relaybus.collector`` on a private Redis:
 
 * throughput: ``--lines`` fixture lines dropped in at once: lines/s and the collector's
@@ -21,31 +21,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from collector_bench import REPO, fixture_lines, latency, throughput
+from rig import REPO
+from rig.collector import fixture_lines, latency, throughput
+from rig.trees import UVLOOP_SITE, export
 
 from tests.support.servers import RedisServer, server_binaries
 
 OUT = REPO / "bench" / "results" / "collector_ab.json"
-UVLOOP_SITE = "import uvloop\n\nuvloop.install()\n"
-
-
-def export(ref: str, into: Path) -> str:
-    """``git archive`` of ``ref`` unpacked in ``into``; its commit id."""
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", ref], cwd=REPO, check=True, capture_output=True, text=True
-    ).stdout.strip()
-    tar = subprocess.run(["git", "archive", commit], cwd=REPO, check=True, capture_output=True)
-    with tarfile.open(fileobj=BytesIO(tar.stdout)) as t:
-        t.extractall(into, filter="tar")
-    return commit
 
 
 def median_of(runs: list[dict[str, Any]], *path: str) -> float:

@@ -23,7 +23,9 @@ import uuid
 from typing import Any
 
 import orjson
-from _rig import REPO, header, scratch, services, summary, watching, write_result
+from rig import REPO
+from rig.services import header, scratch, services, watching, write_result
+from rig.stats import summary
 
 from tests.support import fake_claude
 from tests.support.gateway_server import GatewayProc

@@ -9,7 +9,7 @@ documented way for another process to emit into a Socket.IO cluster, as the coll
 feeds the gateways through Redis.
 
 ``clients``: N clients of one system (``--proto relaybus|floor|sio``), all on the same
-minimal client (:class:`gateway_workers.RawClient`), so that the clients cost the same for
+minimal client (:class:`rig.clients.RawClient`), so that the clients cost the same for
 every system and stay cheaper than the servers they measure. Prints ``READY``, receives
 until each client got ``--count`` timed lines or ``--max-s`` passed, prints one JSON line.
 
@@ -37,24 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from gateway_workers import RawClient, open_client, read_from
+from rig.clients import RawClient, open_client, parse, read_from
 
-#: A line's stamp is ``lat <19-digit time_ns> <6-digit index> <filler>`` in its text.
-STAMP = b'"lat '
 LATE_MS = 10_000.0
 DIGITS = re.compile(rb"\d+")
 SIO_PATH = "/socket.io/?EIO=4&transport=websocket"
-
-
-def parse(raw: bytes) -> tuple[int, int] | None:
-    """(write time ns, line index) of a timed line inside a frame, or None."""
-    at = raw.find(STAMP)
-    if at < 0:
-        return None
-    ns, idx = raw[at + 5 : at + 24], raw[at + 25 : at + 31]
-    if not (ns.isdigit() and idx.isdigit()):
-        return None
-    return int(ns), int(idx)
 
 
 def seq_of(raw: bytes) -> int | None:

@@ -4,8 +4,8 @@ the reconnect storm, interleaved A B A B so that drift on a shared machine hits 
 ``--before DIR`` is a source tree of the other build (``git archive <commit> | tar -x -C
 DIR``); its gateway runs from there, the one of this tree as ``after``. Both gateways are
 up for the whole run on the same namespace (the idle one only reads the log). Workloads are
-``bench/compare.py``'s: (a) latency at 100 lines/s with ``--clients`` watchers, (c) all
-clients drop, ``--storm-lines`` lines are written, all resume at once. Latency rows also
+``bench/compare.py``'s (``bench/rig/stacks.py``): (a) latency at 100 lines/s with
+``--clients`` watchers, (c) all clients drop, ``--storm-lines`` lines are written, all resume at once. Latency rows also
 carry the gateway's own end-to-end histogram over the run (where the delay accrues) and
 the clients' CPU; storm rows the gateway's CPU. Writes ``bench/results/gateway_ab.json``
 (``--out``).
@@ -29,8 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from compare import FULL, Stack, latency_run, published_session, storm
-from gateway_bench import cpu_s
+from rig.procs import cpu_s
+from rig.stacks import FULL, Stack, latency_run, published_session, storm
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

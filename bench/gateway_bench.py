@@ -28,15 +28,17 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import httpx
-import orjson
 import redis.asyncio as aioredis
 from websockets.asyncio.client import connect
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from rig.procs import Worker, cpu_s, rss_kib  # noqa: E402
+from rig.stats import summary  # noqa: E402
 
 from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
@@ -46,58 +48,7 @@ from tests.support.gateway_server import GatewayProc  # noqa: E402
 from tests.support.servers import RedisServer, free_port, server_binaries  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "gateway.json"
-WORKERS = REPO / "bench" / "gateway_workers.py"
 TOKEN = "bench"
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
-
-
-def summary(lat: list[float]) -> dict[str, float]:
-    return {"p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99), "max_ms": pct(lat, 1.0)}
-
-
-class Worker:
-    """A ``gateway_workers.py`` subprocess: wait for READY, then for its JSON line."""
-
-    def __init__(self, *args: str) -> None:
-        self.args = [sys.executable, str(WORKERS), *args]
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self, timeout_s: float = 120.0) -> Self:
-        self.proc = await asyncio.create_subprocess_exec(
-            *self.args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd=REPO,
-            limit=256 * 1024 * 1024,
-        )
-        assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
-        if line.strip() != b"READY":
-            raise RuntimeError(f"worker failed: {line!r}")
-        return self
-
-    async def result(self, timeout_s: float = 180.0) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
-        await self.proc.wait()
-        out: dict[str, Any] = orjson.loads(line)
-        return out
-
-    async def stop(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(b"\n")
-            try:
-                await asyncio.wait_for(self.proc.wait(), 30)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
 
 
 async def write_lines(path: Path, sid: str, lines: int, rate: float) -> None:
@@ -281,24 +232,6 @@ async def replay(srv: RedisServer, repeats: int) -> dict[str, Any]:
 async def http_text(url: str) -> str:
     async with httpx.AsyncClient() as http:
         return (await http.get(url, timeout=10)).text
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def status_kib(pid: int, field: str) -> int:
-    """A KiB figure of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``, ...); 0 if absent."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
-def rss_kib(pid: int) -> int:
-    return status_kib(pid, "VmRSS")
 
 
 async def memory(srv: RedisServer, clients: int) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from compare import CWorker, Stack, floor_stack, relaybus_stack, write_lines
-from compare_workers import parse
-from gateway_bench import pct
+from rig.clients import parse
+from rig.stacks import CWorker, Stack, floor_stack, relaybus_stack, write_lines
+from rig.stats import pct
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import Entries

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collector_ab import UVLOOP_SITE, export
-from compare import Stack, floor_stack, latency_run, relaybus_stack
+from rig.stacks import Stack, floor_stack, latency_run, relaybus_stack
+from rig.trees import UVLOOP_SITE, export
 
 from tests.support.servers import RedisServer, server_binaries
 

@@ -26,16 +26,9 @@ from typing import Any, cast
 
 import httpx
 import redis.asyncio as aioredis
-from _rig import (
-    NAMESPACE,
-    REPO,
-    TOKEN,
-    edit_request,
-    header,
-    scratch,
-    summary,
-    write_result,
-)
+from rig import REPO
+from rig.services import NAMESPACE, TOKEN, edit_request, header, scratch, write_result
+from rig.stats import summary
 
 from relaybus.shared.store.keys import Keys
 from tests.support.approvals import RELAYBUS

@@ -29,9 +29,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _rig import header, summary, write_result  # noqa: E402
-from collector_bench import drop_transcript, fixture_lines  # noqa: E402
+from rig.collector import drop_transcript, fixture_lines  # noqa: E402
+from rig.services import header, write_result  # noqa: E402
+from rig.stats import summary  # noqa: E402
 
+from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import Entries, transcript, user_line  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
@@ -76,7 +78,7 @@ def latency(
         while not done.is_set():
             reply = cast(
                 list[tuple[bytes, Entries]] | None,
-                reader.xread({f"{{{ns}}}:log": cursor}, block=200),
+                reader.xread({Keys(ns).log: cursor}, block=200),
             )
             for _key, entries in reply or []:
                 now = time.perf_counter()

@@ -32,10 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _rig import TOKEN, header, scratch, services, write_result  # noqa: E402
-from compare_workers import parse  # noqa: E402
-from gateway_bench import rss_kib  # noqa: E402
-from gateway_workers import RawClient, open_client  # noqa: E402
+from rig.clients import RawClient, open_client, parse  # noqa: E402
+from rig.procs import rss_kib  # noqa: E402
+from rig.services import TOKEN, header, scratch, services, write_result  # noqa: E402
 
 from tests.support.collector_records import append, transcript, user_line  # noqa: E402
 

@@ -1,8 +1,8 @@
-"""Shared scaffolding for the benches that run a real collector and gateway.
+"""A private server and real collector/gateway processes for a bench, and its JSON result.
 
 A private Redis-compatible server, a Claude config dir and a work dir in a temporary folder
-(``scratch``), a real ``python -m relaybus.collector`` and ``python -m relaybus.gateway`` on it (``services``),
-and the percentile summary and JSON result the bench scripts write.
+(``scratch``), a real ``python -m relaybus.collector`` and ``python -m relaybus.gateway`` on it
+(``services``), and the result file every bench writes (``header``, ``write_result``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,31 +20,14 @@ from typing import Any
 
 import redis
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from relaybus.shared.store.keys import Keys  # noqa: E402
-from tests.support.collector_proc import CollectorProc  # noqa: E402
-from tests.support.gateway_client import FULL, WsClient  # noqa: E402
-from tests.support.gateway_server import GatewayProc  # noqa: E402
-from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+from relaybus.shared.store.keys import Keys
+from tests.support.collector_proc import CollectorProc
+from tests.support.gateway_client import FULL, WsClient
+from tests.support.gateway_server import GatewayProc
+from tests.support.servers import RedisServer, server_binaries
 
 NAMESPACE = "bench"
 TOKEN = "bench"
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return round(s[min(len(s) - 1, int(q * len(s)))], 2)
-
-
-def summary(ms: list[float]) -> dict[str, Any]:
-    return {
-        "n": len(ms),
-        "p50_ms": pct(ms, 0.5),
-        "p99_ms": pct(ms, 0.99),
-        "max_ms": round(max(ms), 2),
-    }
 
 
 @dataclass
@@ -91,7 +73,12 @@ def services(s: Scratch, sid: str, collector_env: dict[str, str]) -> Iterator[Ga
         redis_url=s.srv.url,
         namespace=NAMESPACE,
         tokens=TOKEN,
-        env={"RELAYBUS_RATE_LIMIT_PER_S": "100000"},  # sequential requests, not a flood
+        env={
+            "RELAYBUS_RATE_LIMIT_PER_S": "100000",  # sequential requests, not a flood
+            # the push bench's local push service (off the browsers' push services)
+            "RELAYBUS_PUSH_ENDPOINT_ALLOW": "127.0.0.1",
+            "RELAYBUS_PUSH_RATE_LIMIT_PER_MIN": "6000",
+        },
     )
     try:
         col.start()
