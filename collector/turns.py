@@ -64,9 +64,9 @@ class TurnTracker:
     run_active: bool = False
     #: What a permission request relaybus holds waits for.
     approval: str | None = None
-    #: A client answered the request while the live file said ``waiting``: that ``waiting``
-    #: (Claude Code's own dialog for the same request, closing) is over until the file
-    #: leaves it.
+    #: A client answered the request: the live file's ``waiting`` (Claude Code's own dialog
+    #: for the same request, closing — read before or, under load, after the answer) is over
+    #: until the file says anything else.
     live_waiting_stale: bool = False
     #: The backstop ended the turn; a main-session assistant/tool-result line revives it.
     backstopped: bool = False
@@ -167,8 +167,9 @@ class TurnTracker:
         self, waiting_for: str | None, now_ms: int, *, answered: bool = False
     ) -> TurnChange | None:
         """A permission request is held (``waiting_for``), or none is any more (``answered``:
-        a client decided it, so the live file's ``waiting`` for it is over)."""
-        if not waiting_for and self.approval and answered and self.live == WAITING:
+        a client decided it, so the live file's ``waiting`` for it is over — also when that
+        ``waiting`` is read only after the decision, until the file says anything else)."""
+        if not waiting_for and self.approval and answered:
             self.live_waiting_stale = True
         self.approval = waiting_for or None
         return self._update(now_ms)

@@ -145,6 +145,20 @@ def test_a_client_decision_ends_the_live_files_waiting_for_that_request() -> Non
     assert t.on_approval(None, 80) == TurnChange("waiting", 80, "permission prompt")
 
 
+def test_a_live_waiting_read_after_the_client_decided_is_stale() -> None:
+    """Under load the live file's 'waiting' for the dialog is read only after the client
+    decided: it is the same request, over: working stays, no second waiting."""
+    t = TurnTracker()
+    t.on_live("busy", None, 0)
+    assert t.on_approval("approve Edit", 20) == TurnChange("waiting", 20, "approve Edit")
+    assert t.on_approval(None, 30, answered=True) == TurnChange("working", 30)
+    assert t.on_live("waiting", "permission prompt", 40) is None
+    assert t.on_live("busy", None, 50) is None
+    assert t.on_live("waiting", "permission prompt", 60) == TurnChange(
+        "waiting", 60, "permission prompt"
+    )
+
+
 def test_interactive_idle_between_busy_flips_is_no_turn_end() -> None:
     """Typed in the terminal: busy, idle ~70 ms later (before the prompt's line), busy again;
     and busy -> idle -> busy between tool calls: one working, then idle at the turn's end."""
