@@ -169,7 +169,7 @@ def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str])
         default = info.get_default(call_default_factory=False)
         shown = "(computed)" if info.default_factory else default
         if name in ("redis_url", "tokens", "redis_sentinel_password"):
-            shown = "redis://127.0.0.1:6379/0" if name == "redis_url" else "(secret)"
+            shown = "(required)" if name == "redis_url" else "(secret)"
         parser.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
@@ -237,6 +237,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
         return 2
     try:
         settings = settings_from_args(args)
+        if args.command in ("collector", "gateway", "push"):
+            settings.require_redis_url()
     except SettingsError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2

@@ -102,8 +102,9 @@ class Settings(BaseSettings):
 
     # --- shared -----------------------------------------------------------------------
     redis_url: SecretStr = Field(
-        default=SecretStr("redis://127.0.0.1:6379/0"),
-        description="Redis/Valkey URL (redis:// or rediss://, password in the URL)",
+        default=SecretStr(""),
+        description="Redis/Valkey URL (redis:// or rediss://, password in the URL); required "
+        "by collector and gateway (`relaybus up` without it starts its own embedded server)",
     )
     redis_sentinels: str = Field(
         default="",
@@ -438,9 +439,18 @@ class Settings(BaseSettings):
     @classmethod
     def _parsable_redis_url(cls, v: Any) -> Any:
         text = v.get_secret_value() if isinstance(v, SecretStr) else v
-        if isinstance(text, str):
+        if isinstance(text, str) and text:  # empty: not set (see ``require_redis_url``)
             check_redis_url(text)
         return v
+
+    def require_redis_url(self) -> None:
+        """Raise :class:`SettingsError` unless a Redis URL is set: nothing falls back to a
+        Redis of this machine's own (its database 0 is someone else's)."""
+        if not self.redis_url.get_secret_value():
+            raise SettingsError(
+                "RELAYBUS_REDIS_URL is not set (e.g. redis://:password@host:6379/0); "
+                "`relaybus up` starts its own embedded server without it"
+            )
 
     @field_validator("redis_sentinels")
     @classmethod

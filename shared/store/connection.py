@@ -114,6 +114,7 @@ def connect(
 def _client(
     settings: Settings, *, timeout_s: float, connect_timeout_s: float, **options: Any
 ) -> aioredis.Redis:
+    settings.require_redis_url()
     url = settings.redis_url.get_secret_value()
     if settings.redis_cluster:
         return cluster_client(

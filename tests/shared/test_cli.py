@@ -72,6 +72,18 @@ def test_invalid_env_value_fails_with_one_line() -> None:
     assert "RELAYBUS_SESSION_MAXLEN" in lines[0]
 
 
+@pytest.mark.parametrize("command", ["collector", "gateway"])
+def test_no_redis_url_is_one_line_and_no_fallback(command: str, tmp_path: Path) -> None:
+    """Without RELAYBUS_REDIS_URL a collector or gateway stops with exit 2 and one line: it
+    never falls back to a Redis of this machine's own (127.0.0.1:6379, database 0)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+    env["RELAYBUS_CLAUDE_DIR"] = str(tmp_path)
+    out = run_cli(command, env=env)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "RELAYBUS_REDIS_URL is not set" in lines[0], lines
+
+
 def test_flag_wins_over_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A command-line flag overrides the same variable from the environment."""
     monkeypatch.setenv("RELAYBUS_NAMESPACE", "fromenv")
