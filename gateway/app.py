@@ -13,11 +13,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from relaybus.gateway.auth import check_anonymous_bind
-from relaybus.gateway.endpoint import Endpoint
+from relaybus.gateway.delivery.wsio import sink_for
 from relaybus.gateway.push.routes import router as push_router
 from relaybus.gateway.runtime import Runtime
-from relaybus.gateway.web_security import HostCheck, HostPolicy, SecurityHeaders
-from relaybus.gateway.wsio import sink_for
+from relaybus.gateway.web.endpoint import Endpoint
+from relaybus.gateway.web.security import HostCheck, HostPolicy, SecurityHeaders
 from relaybus.shared import __version__
 from relaybus.shared.settings import Settings
 
@@ -84,7 +84,7 @@ def create_app(
     app.include_router(push_router(rt.push))
 
     # /ws is served ahead of the middleware stack so frames can be written in bursts
-    # (relaybus.gateway.wsio); everything else goes through FastAPI.
+    # (relaybus.gateway.delivery.wsio); everything else goes through FastAPI.
     app.add_middleware(WebSocketRoute, path="/ws", endpoint=rt.endpoint)
     app.add_middleware(
         HostCheck,

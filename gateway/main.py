@@ -16,14 +16,14 @@ from fastapi import FastAPI
 
 from relaybus.gateway.app import create_app
 from relaybus.gateway.auth import AuthConfigError
-from relaybus.gateway.guards import (
+from relaybus.gateway.runtime import Runtime
+from relaybus.gateway.web.guards import (
     MAX_HEADER_BYTES,
     guarded_http,
     guarded_websocket,
     install_accept_throttle,
     max_connections,
 )
-from relaybus.gateway.runtime import Runtime
 from relaybus.shared.gctune import tune_gc
 from relaybus.shared.preflight import StartupError, check_port
 from relaybus.shared.settings import Settings
@@ -66,7 +66,7 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
         app,
         host=settings.gateway_host,
         port=settings.gateway_port,
-        # h11 with a header deadline and a connection cap (relaybus.gateway.guards): a slowloris
+        # h11 with a header deadline and a connection cap (relaybus.gateway.web.guards): a slowloris
         # is cut off after header_timeout_s and can never take every file descriptor.
         http=guarded_http(header_timeout_s=settings.header_timeout_s, max_conns=conns),
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,

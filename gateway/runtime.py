@@ -18,16 +18,16 @@ from types import TracebackType
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import TokenTable
-from relaybus.gateway.command_link import CommandLink
-from relaybus.gateway.commands import GatewayCommands
-from relaybus.gateway.endpoint import Endpoint, EndpointConfig
-from relaybus.gateway.fanout import Hub, LogReader
-from relaybus.gateway.handlers import Handlers
+from relaybus.gateway.delivery.fanout import Hub, LogReader
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.push.service import PushService
-from relaybus.gateway.web_security import OriginPolicy
+from relaybus.gateway.requests.approvals import GatewayApprovals
+from relaybus.gateway.requests.command_link import CommandLink
+from relaybus.gateway.requests.commands import GatewayCommands
+from relaybus.gateway.requests.router import Router
+from relaybus.gateway.web.endpoint import Endpoint, EndpointConfig
+from relaybus.gateway.web.security import OriginPolicy
 from relaybus.shared.aio import cancel_and_wait, supervise
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import connect
@@ -88,7 +88,7 @@ class Runtime:
             metrics=self.metrics,
             watchers_ttl_s=settings.watchers_ttl_s,
         )
-        self.handlers = Handlers(
+        self.router = Router(
             client=self.client,
             keys=self.keys,
             hub=self.hub,
@@ -100,7 +100,7 @@ class Runtime:
         )
         self.endpoint = Endpoint(
             hub=self.hub,
-            handlers=self.handlers,
+            router=self.router,
             tokens=self.tokens,
             metrics=self.metrics,
             config=EndpointConfig(

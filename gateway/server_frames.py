@@ -1,7 +1,7 @@
 """Every frame the gateway builds itself, and :class:`Outgoing`, a frame on its way out.
 
 Log frames (``session_event``, ``session_started``, …) arrive serialised by the collector
-(:mod:`relaybus.gateway.events`); the direct frames below (``welcome``, ``sessions``,
+(:mod:`relaybus.gateway.delivery.events`); the direct frames below (``welcome``, ``sessions``,
 ``watch_ack``, ``decision_ack``, ``turn_status`` after a replay, ``gap_detected``,
 ``error``) carry the head seq (or, for a gap, the last seq before it). Pure: no sockets,
 no Redis. Command answers are built by :mod:`relaybus.shared.wire.commands`.

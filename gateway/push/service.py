@@ -13,7 +13,6 @@ from types import TracebackType
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from relaybus.gateway.approvals import GatewayApprovals
 from relaybus.gateway.auth import Access, TokenTable
 from relaybus.gateway.push.endpoints import EndpointPolicy
 from relaybus.gateway.push.holds import PushHolds
@@ -21,6 +20,7 @@ from relaybus.gateway.push.metrics import PushMetrics
 from relaybus.gateway.push.notify import PushNotifier
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender, split_urls
 from relaybus.gateway.push.store import PushStore, fingerprint
+from relaybus.gateway.requests.approvals import GatewayApprovals
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys

@@ -4,7 +4,7 @@ Each rewind is a *generation* with the first seq it changed. Gateways record one
 entries they dispatched changed after a reconnect; a collector records one when its append
 finds the committed offset behind the appends it was acknowledged for (nobody else may have
 seen those entries). Several reporters of one failover make one generation: the record
-keeps the lowest first seq. How clients hold generations: :mod:`relaybus.gateway.rewinds`.
+keeps the lowest first seq. How clients hold generations: :mod:`relaybus.gateway.delivery.rewinds`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ import orjson
 import pytest
 
 from relaybus.gateway.auth import Access, AuthConfigError, TokenTable, token_from_request
-from relaybus.gateway.events import Event, from_entry, ws_text_frame
+from relaybus.gateway.delivery.events import Event, from_entry, ws_text_frame
+from relaybus.gateway.delivery.replay import Gap, leading_gap, merge, with_held_gaps
 from relaybus.gateway.protocol import (
     Hello,
     ProtocolError,
@@ -14,7 +15,6 @@ from relaybus.gateway.protocol import (
     accepted_capabilities,
     parse_client_frame,
 )
-from relaybus.gateway.replay import Gap, leading_gap, merge, with_held_gaps
 from relaybus.shared.wire.errors import ErrorCode
 from tests.conftest import make_settings
 from tests.support.gateway_publish import event_prefix

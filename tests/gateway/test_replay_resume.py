@@ -8,7 +8,7 @@ from typing import cast
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway.history import Page
+from relaybus.gateway.delivery.history import Page
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import Entries
@@ -219,7 +219,7 @@ def _hold_reader(gw: RunningGateway) -> tuple[asyncio.Event, asyncio.Event]:
 
 def _before_replay_read(gw: RunningGateway, first: Callable[[], Awaitable[None]]) -> None:
     """Run ``first`` before the resume's first page read, i.e. while the connection buffers."""
-    pages = gw.runtime.handlers.resume.pages
+    pages = gw.runtime.router.resume.pages
     page, ran = pages.page, False
 
     async def late(stream: str, after: int, floor: int) -> Page:

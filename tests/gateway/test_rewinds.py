@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from relaybus.gateway.rewinds import parse_token, token
+from relaybus.gateway.delivery.rewinds import parse_token, token
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds, Since
 from tests.support.redis_acl import load_acl

@@ -11,11 +11,11 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from relaybus.gateway import history
-from relaybus.gateway.fanout import Hub
-from relaybus.gateway.history import Page
+from relaybus.gateway.delivery import history
+from relaybus.gateway.delivery.fanout import Hub
+from relaybus.gateway.delivery.history import Page
+from relaybus.gateway.delivery.shared_pages import SharedPages, SharedReads
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.shared_pages import SharedPages, SharedReads
 from relaybus.shared.store.keys import Keys
 from tests.conftest import make_settings
 from tests.support.gateway_client import WsClient

@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from relaybus.gateway.wsio import BurstSink
+from relaybus.gateway.delivery.wsio import BurstSink
 from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher

@@ -1,7 +1,7 @@
-"""What each client message does: one :class:`Handlers` per process, stateless per call.
+"""What each client message does: one :class:`Router` per process, stateless per call.
 
-``hello`` and resumes are :mod:`relaybus.gateway.resume`'s, ``watch_session``
-:mod:`relaybus.gateway.watch`'s; commands go to :class:`GatewayCommands`, decisions on
+``hello`` and resumes are :mod:`relaybus.gateway.requests.resume`'s, ``watch_session``
+:mod:`relaybus.gateway.requests.watch`'s; commands go to :class:`GatewayCommands`, decisions on
 permission requests to :class:`GatewayApprovals`.
 """
 
@@ -13,18 +13,19 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway import history, protocol, server_frames
-from relaybus.gateway.approvals import GatewayApprovals
+from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import Access
-from relaybus.gateway.commands import GatewayCommands
-from relaybus.gateway.connection import Connection
-from relaybus.gateway.fanout import Hub
-from relaybus.gateway.listing import list_hosts, list_sessions
+from relaybus.gateway.delivery import history
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.fanout import Hub
+from relaybus.gateway.delivery.shared_pages import SharedPages
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.gateway.resume import Resumer
-from relaybus.gateway.shared_pages import SharedPages
-from relaybus.gateway.watch import Watches
+from relaybus.gateway.requests.approvals import GatewayApprovals
+from relaybus.gateway.requests.commands import GatewayCommands
+from relaybus.gateway.requests.listing import list_hosts, list_sessions
+from relaybus.gateway.requests.resume import Resumer
+from relaybus.gateway.requests.watch import Watches
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import ErrorCode
 
@@ -32,7 +33,7 @@ from relaybus.shared.wire.errors import ErrorCode
 HOSTS_TTL_S = 1.0
 
 
-class Handlers:
+class Router:
     def __init__(
         self,
         *,

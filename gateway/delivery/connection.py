@@ -7,7 +7,7 @@ drained by the connection's own task. A connection more than ``queue_max`` live 
 behind, or holding more than ``budget_bytes`` unwritten, when the next batch arrives is
 cut off with close code 4008 (slow consumer) and resumes later with its ``lastSeqId``.
 While a replay is being read, live events for that stream are buffered and merged
-afterwards (:mod:`relaybus.gateway.replay`).
+afterwards (:mod:`relaybus.gateway.delivery.replay`).
 
 Replays and resumes share the same byte budget: their producers queue one page at a
 time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
@@ -32,12 +32,12 @@ from starlette.websockets import WebSocketDisconnect
 
 from relaybus.gateway import server_frames
 from relaybus.gateway.auth import Access
-from relaybus.gateway.events import Event
+from relaybus.gateway.delivery.events import Event
+from relaybus.gateway.delivery.replay import Gap
+from relaybus.gateway.delivery.runs import Burst, Run
+from relaybus.gateway.delivery.wsio import FrameSink, WriteTimeout
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.replay import Gap
-from relaybus.gateway.runs import Burst, Run
 from relaybus.gateway.server_frames import Outgoing
-from relaybus.gateway.wsio import FrameSink, WriteTimeout
 from relaybus.shared.wire import frames
 from relaybus.shared.wire.errors import CloseCode
 

@@ -2,7 +2,7 @@
 
 ``prompt`` / ``interrupt_request`` / ``new_conversation`` / ``set_permission_mode`` go to ``{ns}:cmd:<host>`` after a
 heartbeat check (``host_offline`` at once when the host is gone), through the process's
-:class:`~relaybus.gateway.command_link.CommandLink`; no reply within
+:class:`~relaybus.gateway.requests.command_link.CommandLink`; no reply within
 ``command_timeout_seconds`` is ``timeout``. Every
 request gets exactly one answer, logged and counted once — and a prompt whose headless run
 fails after its ``prompt_sent`` gets a second reply from the collector (``data.late``),
@@ -23,10 +23,10 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol
-from relaybus.gateway.command_link import CommandLink
-from relaybus.gateway.connection import Connection
+from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
+from relaybus.gateway.requests.command_link import CommandLink
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.command_streams import session_route
 from relaybus.shared.store.keys import Keys

@@ -3,7 +3,7 @@
 
 The connection is subscribed (buffering) *before* the history is read; pages are queued
 within its byte budget until they meet the buffer, and the merge by ``sessionSeq``
-(:mod:`relaybus.gateway.replay`) reports holes. Observers then get the session's current
+(:mod:`relaybus.gateway.delivery.replay`) reports holes. Observers then get the session's current
 ``turn_status``.
 """
 
@@ -16,16 +16,17 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import history, protocol, server_frames
-from relaybus.gateway.approvals import GatewayApprovals
-from relaybus.gateway.commands import GatewayCommands
-from relaybus.gateway.connection import Connection
-from relaybus.gateway.fanout import Hub
+from relaybus.gateway import protocol, server_frames
+from relaybus.gateway.delivery import history
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.fanout import Hub
+from relaybus.gateway.delivery.replay import Gap, Merged, merge
+from relaybus.gateway.delivery.shared_pages import SharedPages, SharedReads
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.gateway.replay import Gap, Merged, merge
+from relaybus.gateway.requests.approvals import GatewayApprovals
+from relaybus.gateway.requests.commands import GatewayCommands
 from relaybus.gateway.server_frames import Outgoing
-from relaybus.gateway.shared_pages import SharedPages, SharedReads
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
@@ -145,7 +146,7 @@ class Watches:
         budget) until it meets the live buffer (which holds what the reader dispatched
         above ``floor``); the last page's items stay in ``items`` for the caller.
         ``None``: the connection closed meanwhile. Pages are shared with the watches
-        replaying the same stream at the same time (:mod:`relaybus.gateway.shared_pages`)."""
+        replaying the same stream at the same time (:mod:`relaybus.gateway.delivery.shared_pages`)."""
         merged = Merged(last_seq=after)
         stream = self.keys.session_events(sid)
         while True:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from relaybus.gateway.events import Event
+from relaybus.gateway.delivery.events import Event
 
 TRIMMED = "trimmed"
 HOLE = "hole"

@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
-from relaybus.gateway.runs import Burst
+from relaybus.gateway.delivery.runs import Burst
 from relaybus.gateway.server_frames import Outgoing
 
 try:  # uvicorn's sans-I/O implementation (the one relaybus.gateway.main configures)
@@ -75,7 +75,7 @@ class AsgiSink:
 class BurstSink:
     """All frames of a burst written with one ``transport.write``.
 
-    Log events arrive pre-encoded (:meth:`relaybus.gateway.events.Event.wire`: the same bytes for
+    Log events arrive pre-encoded (:meth:`relaybus.gateway.delivery.events.Event.wire`: the same bytes for
     every connection); other frames are encoded by the protocol's ``send_text``. Raw
     bytes are used only while the connection is open and has no extension (no
     permessage-deflate), where a text frame's bytes do not depend on the connection.

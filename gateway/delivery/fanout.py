@@ -28,12 +28,12 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from relaybus.gateway import server_frames
-from relaybus.gateway.connection import Connection
-from relaybus.gateway.events import Event, from_entry, seq_of
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.events import Event, from_entry, seq_of
+from relaybus.gateway.delivery.replay import Gap
+from relaybus.gateway.delivery.rewinds import token
+from relaybus.gateway.delivery.runs import Burst, Run, runs
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.replay import Gap
-from relaybus.gateway.rewinds import token
-from relaybus.gateway.runs import Burst, Run, runs
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.keys import Keys
@@ -61,10 +61,10 @@ class Hub:
         self.position = 0
         self.epoch = ""
         #: Rewind generation what this hub dispatched is consistent with (in the epoch
-        #: token clients echo; :mod:`relaybus.gateway.rewinds`).
+        #: token clients echo; :mod:`relaybus.gateway.delivery.rewinds`).
         self.gen = 0
         #: Bumped when entries already read may have changed (epoch change, rewind):
-        #: shared replay pages read before are void (:mod:`relaybus.gateway.shared_pages`).
+        #: shared replay pages read before are void (:mod:`relaybus.gateway.delivery.shared_pages`).
         self.pages_version = 0
 
     @property
@@ -183,7 +183,7 @@ class Hub:
         (above what its own replay read from the log).
 
         A connection still buffering (before hello, or while its resume replays the log)
-        holds the gap; its merge places it after the replay (:func:`relaybus.gateway.replay.
+        holds the gap; its merge places it after the replay (:func:`relaybus.gateway.delivery.replay.
         with_held_gaps`), so it never overtakes frames that come before it.
         """
         log.warning("log reader gap: seqs %d..%d were trimmed before dispatch", from_seq, to_seq)

@@ -20,13 +20,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import TokenTable, token_from_request
-from relaybus.gateway.connection import Connection
-from relaybus.gateway.fanout import Hub
-from relaybus.gateway.handlers import Handlers
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.fanout import Hub
+from relaybus.gateway.delivery.wsio import AsgiSink, FrameSink
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.gateway.web_security import OriginPolicy
-from relaybus.gateway.wsio import AsgiSink, FrameSink
+from relaybus.gateway.requests.router import Router
+from relaybus.gateway.web.security import OriginPolicy
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -81,13 +81,13 @@ class Endpoint:
         self,
         *,
         hub: Hub,
-        handlers: Handlers,
+        router: Router,
         tokens: TokenTable,
         metrics: GatewayMetrics,
         config: EndpointConfig,
     ) -> None:
         self.hub = hub
-        self.handlers = handlers
+        self.router = router
         self.tokens = tokens
         self.metrics = metrics
         self.config = config
@@ -223,7 +223,7 @@ class Endpoint:
 
     async def _resolve_v1(self, conn: Connection, url_error: str | None) -> None:
         try:
-            await self.handlers.resume.resolve_v1(conn)
+            await self.router.resume.resolve_v1(conn)
         except RedisError as exc:  # the resume closes the connection itself; belt and braces
             log.warning("connection %s: v1 resume failed: %s", conn.cid, exc)
         if url_error is not None:
@@ -246,7 +246,7 @@ class Endpoint:
                     self._refuse(conn, "invalid token")
                     return False
                 conn.access = access
-            await self.handlers.handle(conn, msg)
+            await self.router.handle(conn, msg)
         except ProtocolError as exc:
             self.metrics.bad_frames.labels(exc.code.value).inc()
             log.debug("connection %s: %s %s", conn.cid, exc.code, exc.message)

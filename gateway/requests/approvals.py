@@ -29,11 +29,11 @@ from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import Access
-from relaybus.gateway.command_link import CommandLink
-from relaybus.gateway.connection import Connection
-from relaybus.gateway.fanout import Hub
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
+from relaybus.gateway.requests.command_link import CommandLink
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE
 from relaybus.shared.store.keys import Keys

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from relaybus.gateway.events import Event
+from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.server_frames import Outgoing
 
 

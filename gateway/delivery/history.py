@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway.events import Event, from_entry
+from relaybus.gateway.delivery.events import Event, from_entry
 from relaybus.shared.store.keys import Keys
 
 #: Entries per replay page (each page is queued before the next is read).

@@ -3,10 +3,10 @@ of a v1 client.
 
 The connection buffers live events from its first moment; the log after the client's
 position is queued page by page within its byte budget until it meets that buffer, and the
-merge (:mod:`relaybus.gateway.replay`) places every event once, in order, with the gaps
+merge (:mod:`relaybus.gateway.delivery.replay`) places every event once, in order, with the gaps
 the client must hear of (DESIGN §8). A client whose epoch token predates a recorded rewind
 of the log at or below its ``lastSeqId`` is told ``gap_detected{rewound}`` first and
-re-reads from there (:mod:`relaybus.gateway.rewinds`).
+re-reads from there (:mod:`relaybus.gateway.delivery.rewinds`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol, server_frames
 from relaybus.gateway.auth import Access
-from relaybus.gateway.connection import Connection
-from relaybus.gateway.fanout import Hub
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.fanout import Hub
+from relaybus.gateway.delivery.replay import Gap, Merged, leading_gap, merge, with_held_gaps
+from relaybus.gateway.delivery.rewinds import parse_token, token
+from relaybus.gateway.delivery.shared_pages import SharedPages
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.gateway.replay import Gap, Merged, leading_gap, merge, with_held_gaps
-from relaybus.gateway.rewinds import parse_token, token
 from relaybus.gateway.server_frames import Outgoing
-from relaybus.gateway.shared_pages import SharedPages
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
@@ -170,7 +170,7 @@ class Resumer:
 
         Each page is queued within the connection's byte budget before the next is read,
         so memory follows one page, not the log; pages are shared with the connections
-        resuming at the same time (:mod:`relaybus.gateway.shared_pages`). The log is
+        resuming at the same time (:mod:`relaybus.gateway.delivery.shared_pages`). The log is
         trimmed only at its head, so entries after the first are contiguous: only a
         leading gap is possible.
         """

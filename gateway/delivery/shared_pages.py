@@ -5,7 +5,7 @@ point. When a thousand clients drop together they resume from the same point, an
 would read the same entries; here a page read is single-flight and kept for a few
 seconds, and a caller whose range starts inside a page that was read (or is being read)
 gets that page's tail instead of reading again. The events, and the frames encoded from
-them (:meth:`relaybus.gateway.events.Event.out`), are then shared as the live fan-out
+them (:meth:`relaybus.gateway.delivery.events.Event.out`), are then shared as the live fan-out
 shares them.
 
 When may a caller use a read it did not start? Its connection buffers every live event
@@ -26,8 +26,8 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Hashable
 from typing import Any, Generic, TypeVar
 
-from relaybus.gateway.fanout import Hub
-from relaybus.gateway.history import Page
+from relaybus.gateway.delivery.fanout import Hub
+from relaybus.gateway.delivery.history import Page
 
 T = TypeVar("T")
 
