@@ -1,5 +1,5 @@
 """The client side of the wire protocol: parse and validate client frames (replies are built
-in :mod:`relaybus.gateway.server_frames`).
+in :mod:`relaybus.gateway.frames`).
 
 Pure: no sockets, no Redis. A bad frame becomes a :class:`ProtocolError` carrying the
 protocol error code; the connection layer turns it into an ``error`` frame.

@@ -30,15 +30,15 @@ from typing import Any
 
 from starlette.websockets import WebSocketDisconnect
 
-from relaybus.gateway import server_frames
+from relaybus.gateway import frames
 from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.replay import Gap
 from relaybus.gateway.delivery.runs import Burst, Run
 from relaybus.gateway.delivery.wsio import FrameSink, WriteTimeout
+from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.server_frames import Outgoing
-from relaybus.shared.wire import frames
+from relaybus.shared.wire import frames as wire_frames
 from relaybus.shared.wire.errors import CloseCode
 
 log = logging.getLogger(__name__)
@@ -117,9 +117,9 @@ class Connection:
     def entitled(self, ev: Event) -> bool:
         if ev.session_scoped:
             return not self.subscriptions or ev.sid in self.watched
-        if ev.kind == frames.TURN_STATUS:
+        if ev.kind == wire_frames.TURN_STATUS:
             return self.observe
-        return ev.kind in frames.BROADCAST_KINDS
+        return ev.kind in wire_frames.BROADCAST_KINDS
 
     def offer(self, ev: Event) -> bool:
         """A live event from the log reader (seq order).
@@ -247,7 +247,7 @@ class Connection:
 
     @staticmethod
     def direct_out(frame: dict[str, Any]) -> Outgoing:
-        return server_frames.direct(frame)
+        return frames.direct(frame)
 
     def send_burst(self, items: list[Outgoing]) -> None:
         """A replay: one queue entry, written back to back by the sender."""
@@ -256,7 +256,7 @@ class Connection:
 
     def gap_out(self, gap: Gap, *, session_id: str | None = None) -> Outgoing:
         self.metrics.gaps.labels(gap.reason).inc()
-        frame = server_frames.gap_frame(gap.from_seq, gap.to_seq, gap.reason, session_id=session_id)
+        frame = frames.gap_frame(gap.from_seq, gap.to_seq, gap.reason, session_id=session_id)
         return self.direct_out(frame)
 
     def reset_epoch(self) -> None:

@@ -15,11 +15,11 @@ import struct
 
 import orjson
 
-from relaybus.gateway.server_frames import Outgoing
-from relaybus.shared.wire import frames
+from relaybus.gateway.frames import Outgoing
+from relaybus.shared.wire import frames as wire_frames
 
 #: Log kinds that belong to one session's stream (delivered per watch).
-SESSION_KINDS = frames.SESSION_KINDS
+SESSION_KINDS = wire_frames.SESSION_KINDS
 
 
 class Event:
@@ -69,7 +69,7 @@ class Event:
     def blocks_only_text(self) -> str:
         """The frame without ``event.data`` (for clients that negotiated ``blocks_only``)."""
         if self._blocks_only is None:
-            if self.kind != frames.SESSION_EVENT or b'"data"' not in self.frame:
+            if self.kind != wire_frames.SESSION_EVENT or b'"data"' not in self.frame:
                 self._blocks_only = self.text
             else:
                 obj = orjson.loads(self.frame)

@@ -27,7 +27,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway import server_frames
+from relaybus.gateway import frames
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.events import Event, from_entry, seq_of
 from relaybus.gateway.delivery.replay import Gap
@@ -38,7 +38,7 @@ from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds
-from relaybus.shared.wire import frames
+from relaybus.shared.wire import frames as wire_frames
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class Hub:
                         for conn in group:
                             if conn.offer(ev):
                                 touched.append(conn)
-                elif ev.kind in frames.BROADCAST_KINDS:
+                elif ev.kind in wire_frames.BROADCAST_KINDS:
                     for conn in self.connections:
                         if conn.offer(ev):
                             touched.append(conn)
@@ -193,7 +193,7 @@ class Hub:
             elif conn.welcomed and to_seq > conn.global_mark:  # not what its replay read
                 self.metrics.gaps.labels(READER_GAP).inc()
                 start = max(from_seq, conn.global_mark + 1)
-                conn.send(server_frames.gap_frame(start, to_seq, READER_GAP))
+                conn.send(frames.gap_frame(start, to_seq, READER_GAP))
 
     def epoch_changed(self, new_epoch: str, old_position: int) -> None:
         """Redis lost its data: seqs restart; clients must drop what they hold."""
@@ -202,7 +202,7 @@ class Hub:
         self.gen = 0
         self.position = 0
         self.pages_version += 1
-        frame = server_frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
+        frame = frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
             conn.reset_epoch()
             if conn.welcomed:  # the others compare epochs when their hello arrives
@@ -222,7 +222,7 @@ class Hub:
         )
         self.position = from_seq - 1
         self.pages_version += 1
-        frame = server_frames.gap_frame(from_seq, old_position, REWOUND, epoch=self.token)
+        frame = frames.gap_frame(from_seq, old_position, REWOUND, epoch=self.token)
         for conn in self.connections:
             conn.rewind(from_seq - 1)
             if conn.welcomed:

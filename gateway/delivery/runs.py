@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from relaybus.gateway.delivery.events import Event
-from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.frames import Outgoing
 
 
 class Burst(tuple[Outgoing, ...]):

@@ -19,7 +19,7 @@ from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
 from relaybus.gateway.delivery.runs import Burst
-from relaybus.gateway.server_frames import Outgoing
+from relaybus.gateway.frames import Outgoing
 
 try:  # uvicorn's sans-I/O implementation (the one relaybus.gateway.main configures)
     from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol

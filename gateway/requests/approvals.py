@@ -27,7 +27,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import protocol, server_frames
+from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
@@ -192,9 +192,7 @@ class GatewayApprovals:
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
         )
-        conn.send(
-            server_frames.decision_ack(sid, key, decision, self._hub.position, rid, msg.traceId)
-        )
+        conn.send(frames.decision_ack(sid, key, decision, self._hub.position, rid, msg.traceId))
 
     async def decide_request(self, sid: str, key: str, decision: str) -> str:
         """A decision from outside a connection (a notification's Approve/Deny): ``ok``, or

@@ -16,16 +16,16 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import protocol, server_frames
+from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.replay import Gap, Merged, leading_gap, merge, with_held_gaps
 from relaybus.gateway.delivery.rewinds import parse_token, token
 from relaybus.gateway.delivery.shared_pages import SharedPages
+from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.gateway.server_frames import Outgoing
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
@@ -86,9 +86,7 @@ class Resumer:
                 self._welcome(conn, welcome_caps, tok, request_id)
             if rewind_from is not None and last is not None:
                 self.metrics.gaps.labels("rewound").inc()
-                frame = server_frames.gap_frame(
-                    rewind_from, last, "rewound", epoch=self._token(gen)
-                )
+                frame = frames.gap_frame(rewind_from, last, "rewound", epoch=self._token(gen))
                 conn.send(frame)
                 conn.global_mark = min(conn.global_mark, rewind_from - 1)
                 last = rewind_from - 1
@@ -98,14 +96,14 @@ class Resumer:
             # resumes (here or elsewhere) instead of silently receiving nothing.
             # Failing before its welcome, the client keeps its own token (and view).
             log.warning("connection %s: resume failed: %s", conn.cid, exc)
-            final = server_frames.error_frame(
+            final = frames.error_frame(
                 ErrorCode.UNAVAILABLE, "resume failed, reconnect", request_id, self.hub.position
             )
             conn.abort(CloseCode.INTERNAL_ERROR, "resume failed", final=final)
 
     def _welcome(self, conn: Connection, caps: list[str], tok: str, request_id: str | None) -> None:
         read_only = conn.access is Access.READ
-        frame = server_frames.welcome(
+        frame = frames.welcome(
             caps, tok, self.gateway_id, self.hub.position, request_id, read_only=read_only
         )
         conn.send(frame)
@@ -147,7 +145,7 @@ class Resumer:
         if (epoch is not None and parse_token(epoch)[0] != page.epoch) or last > page.head:
             items.append(
                 conn.direct_out(
-                    server_frames.gap_frame(
+                    frames.gap_frame(
                         1, last, "epoch", epoch=token(page.epoch, gen) if page.epoch else None
                     )
                 )

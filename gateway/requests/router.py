@@ -13,7 +13,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.gateway import protocol, server_frames
+from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery import history
 from relaybus.gateway.delivery.connection import Connection
@@ -77,14 +77,14 @@ class Router:
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.client, self.keys)
             hosts = await self._hosts()
-            conn.send(server_frames.sessions(sessions, hosts, self.hub.position, msg.requestId))
+            conn.send(frames.sessions(sessions, hosts, self.hub.position, msg.requestId))
         elif isinstance(msg, protocol.WatchSession):
             await self.watches.watch(conn, msg)
         elif isinstance(msg, protocol.UnwatchSession):
             self.hub.unwatch(conn, msg.sessionId)
             await self.approvals.sync(msg.sessionId)
             conn.send(
-                server_frames.watch_ack(
+                frames.watch_ack(
                     msg.sessionId, False, self.hub.position, msg.requestId, msg.traceId
                 )
             )

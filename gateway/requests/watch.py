@@ -16,17 +16,17 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from relaybus.gateway import protocol, server_frames
+from relaybus.gateway import frames, protocol
 from relaybus.gateway.delivery import history
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.replay import Gap, Merged, merge
 from relaybus.gateway.delivery.shared_pages import SharedPages, SharedReads
+from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.approvals import GatewayApprovals
 from relaybus.gateway.requests.commands import GatewayCommands
-from relaybus.gateway.server_frames import Outgoing
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
@@ -84,17 +84,13 @@ class Watches:
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
             raise
-        ack_frame = server_frames.watch_ack(
-            sid, True, self.hub.position, msg.requestId, msg.traceId
-        )
+        ack_frame = frames.watch_ack(sid, True, self.hub.position, msg.requestId, msg.traceId)
         if not history_loaded:
             ack_frame["historyLoaded"] = False
         items: list[Outgoing] = [conn.direct_out(ack_frame)]
         since, after = msg.sinceSeqId, head.after
         if since is not None and since > head.head:
-            items.append(
-                conn.direct_out(server_frames.gap_frame(1, since, "epoch", session_id=sid))
-            )
+            items.append(conn.direct_out(frames.gap_frame(1, since, "epoch", session_id=sid)))
             self.metrics.gaps.labels("epoch").inc()
             since = after = 0
         gap = _session_leading_gap(since, head)
@@ -110,7 +106,7 @@ class Watches:
             self._cancel_watch(conn, sid, was_watched)
             if not items or items[0] is not ack:  # pages were sent: the client starts over
                 log.warning("connection %s: replay of %s failed: %s", conn.cid, sid, exc)
-                final = server_frames.error_frame(
+                final = frames.error_frame(
                     ErrorCode.UNAVAILABLE,
                     "replay failed, reconnect",
                     msg.requestId,
@@ -133,7 +129,7 @@ class Watches:
         self._session_items(conn, sid, tail, items)
         conn.session_marks[sid] = tail.last_seq
         if conn.observe:
-            status = server_frames.turn_status(sid, row, self.hub.position)
+            status = frames.turn_status(sid, row, self.hub.position)
             if status is not None:
                 items.append(conn.direct_out(status))
         conn.send_burst(items)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from redis.exceptions import RedisError
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from relaybus.gateway import protocol, server_frames
+from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import TokenTable, token_from_request
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
@@ -217,9 +217,7 @@ class Endpoint:
 
     def _url_error(self, conn: Connection, message: str) -> None:
         self.metrics.bad_frames.labels(ErrorCode.INVALID_FIELD.value).inc()
-        conn.send(
-            server_frames.error_frame(ErrorCode.INVALID_FIELD, message, None, self.hub.position)
-        )
+        conn.send(frames.error_frame(ErrorCode.INVALID_FIELD, message, None, self.hub.position))
 
     async def _resolve_v1(self, conn: Connection, url_error: str | None) -> None:
         try:
@@ -253,13 +251,13 @@ class Endpoint:
             if conn.access is None:
                 self._refuse(conn, "the first frame must be hello with a token")
                 return False
-            frame = server_frames.error_frame(
+            frame = frames.error_frame(
                 exc.code, exc.message, exc.request_id or request_id, self.hub.position
             )
             conn.send(frame)
         except RedisError as exc:
             log.warning("connection %s: Redis error: %s", conn.cid, exc)
-            frame = server_frames.error_frame(
+            frame = frames.error_frame(
                 ErrorCode.UNAVAILABLE, "storage unavailable, retry", request_id, self.hub.position
             )
             conn.send(frame)
@@ -274,7 +272,7 @@ class Endpoint:
             return
         self.metrics.auth_failures.inc()
         log.info("connection %s refused: %s", conn.cid, why)
-        frame = server_frames.error_frame(ErrorCode.UNAUTHORIZED, why, None, self.hub.position)
+        frame = frames.error_frame(ErrorCode.UNAUTHORIZED, why, None, self.hub.position)
         conn.abort(CloseCode.UNAUTHORIZED, "unauthorized", final=frame)
         # Refused means gone: if the client does not take the error and close frames in
         # close_timeout_s (it floods pings and reads nothing), drop the socket.
