@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol
 from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.frames import client_frame, refusal
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.command_link import CommandLink
@@ -36,9 +37,7 @@ from relaybus.shared.wire.commands import (
     MAX_MESSAGE_CHARS,
     PROMPT,
     Reply,
-    client_frame,
     host_capabilities,
-    refusal,
 )
 from relaybus.shared.wire.cwd import cwd_problem
 from relaybus.shared.wire.errors import ErrorCode
