@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from relaybus.gateway.auth import TokenTable
@@ -58,15 +57,13 @@ class Runtime:
         self.tokens = TokenTable.from_settings(settings)
         self.metrics = GatewayMetrics(registry)
         self.hub = Hub(self.metrics)
-        self.client: aioredis.Redis = connect(settings)
-        self._reader_client: aioredis.Redis = connect(settings, block_ms=reader_block_ms)
         self.ctx = GatewayContext(
             settings=settings,
             keys=Keys(settings.namespace),
             gateway_id=settings.gateway_id or f"gw-{uuid.uuid4().hex[:10]}",
             metrics=self.metrics,
-            client=self.client,
-            reader=self._reader_client,
+            client=connect(settings),
+            reader=connect(settings, block_ms=reader_block_ms),
             block_ms=reader_block_ms,
         )
         self.gateway_id = self.ctx.gateway_id
@@ -134,8 +131,8 @@ class Runtime:
         await self.gateway_commands.aclose()
         self.link.replies.close()
         await self.approvals.aclose()
-        await self.client.aclose()
-        await self._reader_client.aclose()
+        await self.ctx.client.aclose()
+        await self.ctx.reader.aclose()
         log.info("gateway %s stopped", self.gateway_id)
 
     def close_connections(self, code: int) -> None:
@@ -152,7 +149,7 @@ class Runtime:
             return False
         try:
             started = time.monotonic()
-            await asyncio.wait_for(self.client.ping(), self.settings.redis_socket_timeout_s)
+            await asyncio.wait_for(self.ctx.client.ping(), self.settings.redis_socket_timeout_s)
             log.debug("readyz ping %.1f ms", (time.monotonic() - started) * 1000)
         except Exception:  # any failure to answer means not ready
             return False
