@@ -64,7 +64,6 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.runtime = rt
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -13,6 +13,7 @@ from collections.abc import Generator
 
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
 
 from relaybus.gateway.app import create_app
 from relaybus.gateway.auth import AuthConfigError
@@ -97,9 +98,10 @@ def warn_if_anonymous(settings: Settings) -> None:
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Serve until ``stop`` is set, then close every socket with 1012 and shut down."""
-    app = create_app(settings)
+    registry = CollectorRegistry()
+    runtime = Runtime(settings, registry)
+    app = create_app(settings, registry, runtime=runtime)
     warn_if_anonymous(settings)
-    runtime: Runtime = app.state.runtime
     server = _Server(uvicorn_config(settings, app))
     task = asyncio.create_task(server.serve(), name="uvicorn")
     stopper = asyncio.create_task(stop.wait())

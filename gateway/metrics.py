@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (
@@ -21,66 +23,59 @@ _LATENCY_BUCKETS = (
 )
 
 
+class Family:
+    """Metrics of one name prefix, registered on one registry."""
+
+    def __init__(self, registry: CollectorRegistry, prefix: str) -> None:
+        self.registry = registry
+        self.prefix = prefix
+
+    def counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
+        return Counter(self.prefix + name, doc, labels, registry=self.registry)
+
+    def gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(self.prefix + name, doc, registry=self.registry)
+
+    def histogram(
+        self, name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
+    ) -> Histogram:
+        return Histogram(self.prefix + name, doc, labels, buckets=buckets, registry=self.registry)
+
+
 class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        p = "relaybus_gateway_"
-        self.connections = Gauge(f"{p}connections", "Open WebSocket connections", registry=registry)
-        self.messages_sent = Counter(
-            f"{p}messages_sent_total", "Frames written, by type", ["type"], registry=registry
-        )
-        self.bytes_sent = Counter(f"{p}bytes_sent_total", "Frame bytes written", registry=registry)
-        self.replays = Counter(f"{p}replays_total", "History replays served", registry=registry)
-        self.replayed_events = Counter(
-            f"{p}replayed_events_total", "Events sent from history", registry=registry
-        )
-        self.gaps = Counter(
-            f"{p}gaps_total", "gap_detected frames sent, by reason", ["reason"], registry=registry
-        )
-        self.slow_consumers = Counter(
-            f"{p}slow_consumer_disconnects_total",
+        f = Family(registry, "relaybus_gateway_")
+        self.connections = f.gauge("connections", "Open WebSocket connections")
+        self.messages_sent = f.counter("messages_sent_total", "Frames written, by type", ["type"])
+        self.bytes_sent = f.counter("bytes_sent_total", "Frame bytes written")
+        self.replays = f.counter("replays_total", "History replays served")
+        self.replayed_events = f.counter("replayed_events_total", "Events sent from history")
+        self.gaps = f.counter("gaps_total", "gap_detected frames sent, by reason", ["reason"])
+        self.slow_consumers = f.counter(
+            "slow_consumer_disconnects_total",
             "Connections closed because their send queue overflowed",
-            registry=registry,
         )
-        self.auth_failures = Counter(
-            f"{p}auth_failures_total",
-            "Connections refused for a missing or bad token",
-            registry=registry,
+        self.auth_failures = f.counter(
+            "auth_failures_total", "Connections refused for a missing or bad token"
         )
-        self.bad_frames = Counter(
-            f"{p}bad_frames_total",
-            "Client frames refused, by error code",
-            ["code"],
-            registry=registry,
+        self.bad_frames = f.counter(
+            "bad_frames_total", "Client frames refused, by error code", ["code"]
         )
-        self.reader_lag = Gauge(
-            f"{p}log_reader_lag_events",
-            "Head seq minus the last seq dispatched",
-            registry=registry,
-        )
-        self.e2e_latency = Histogram(
-            f"{p}e2e_latency_seconds",
+        self.reader_lag = f.gauge("log_reader_lag_events", "Head seq minus the last seq dispatched")
+        self.e2e_latency = f.histogram(
+            "e2e_latency_seconds",
             "Collector stamp to the end of the event's fan-out in this gateway (one sample "
             "per event; frames queued behind a slow client are not sampled)",
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
+            _LATENCY_BUCKETS,
         )
-        self.commands = Counter(
-            f"{p}commands_total",
-            "Commands by type and outcome",
-            ["type", "outcome"],
-            registry=registry,
+        self.commands = f.counter(
+            "commands_total", "Commands by type and outcome", ["type", "outcome"]
         )
-        self.command_round_trip = Histogram(
-            f"{p}command_round_trip_seconds",
-            "Command sent to reply received",
-            buckets=_LATENCY_BUCKETS,
-            registry=registry,
+        self.command_round_trip = f.histogram(
+            "command_round_trip_seconds", "Command sent to reply received", _LATENCY_BUCKETS
         )
-        self.task_crashes = Counter(
-            f"{p}task_crashes_total",
-            "Supervised task crashes, by task",
-            ["task"],
-            registry=registry,
+        self.task_crashes = f.counter(
+            "task_crashes_total", "Supervised task crashes, by task", ["task"]
         )
         self._sent: dict[str, Counter] = {}
 

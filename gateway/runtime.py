@@ -15,16 +15,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from relaybus.gateway.auth import TokenTable
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.fanout import Hub, LogReader
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.push.service import PushService
 from relaybus.gateway.requests.approvals import GatewayApprovals
 from relaybus.gateway.requests.command_link import CommandLink
 from relaybus.gateway.requests.commands import GatewayCommands
+from relaybus.gateway.requests.late_failures import LateFailures
 from relaybus.gateway.requests.router import Router
 from relaybus.gateway.web.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.web.security import OriginPolicy
@@ -54,55 +55,33 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.tokens = TokenTable.from_settings(settings)
-        self.keys = Keys(settings.namespace)
-        self.gateway_id = settings.gateway_id or f"gw-{uuid.uuid4().hex[:10]}"
         self.metrics = GatewayMetrics(registry)
         self.hub = Hub(self.metrics)
-        self.client: aioredis.Redis = connect(settings)
-        self._reader_client: aioredis.Redis = connect(settings, block_ms=reader_block_ms)
-        self.reader = LogReader(
-            self._reader_client, self.keys, self.hub, self.metrics, block_ms=reader_block_ms
-        )
-        self.link = CommandLink(
-            client=self.client,
-            reader_client=self._reader_client,
-            keys=self.keys,
-            gateway_id=self.gateway_id,
-            timeout_s=settings.command_timeout_seconds,
-            round_trip_seconds=self.metrics.command_round_trip,
+        self.ctx = GatewayContext(
+            settings=settings,
+            keys=Keys(settings.namespace),
+            gateway_id=settings.gateway_id or f"gw-{uuid.uuid4().hex[:10]}",
+            metrics=self.metrics,
+            client=connect(settings),
+            reader=connect(settings, block_ms=reader_block_ms),
             block_ms=reader_block_ms,
         )
+        self.gateway_id = self.ctx.gateway_id
+        self.reader = LogReader(self.ctx, self.hub)
+        self.late = LateFailures(self.metrics, position=lambda: self.hub.position)
+        self.link = CommandLink(self.ctx, on_late=self.late.failed)
         self.gateway_commands = GatewayCommands(
-            client=self.client,
-            keys=self.keys,
-            link=self.link,
-            metrics=self.metrics,
-            position=lambda: self.hub.position,
+            self.ctx, link=self.link, late=self.late, position=lambda: self.hub.position
         )
-        self.approvals = GatewayApprovals(
-            client=self.client,
-            keys=self.keys,
-            hub=self.hub,
-            gateway_id=self.gateway_id,
-            link=self.link,
-            metrics=self.metrics,
-            watchers_ttl_s=settings.watchers_ttl_s,
-        )
+        self.approvals = GatewayApprovals(self.ctx, hub=self.hub, link=self.link)
         self.router = Router(
-            client=self.client,
-            keys=self.keys,
-            hub=self.hub,
-            metrics=self.metrics,
-            gateway_id=self.gateway_id,
-            replay_depth=settings.replay_depth,
-            commands=self.gateway_commands,
-            approvals=self.approvals,
+            self.ctx, hub=self.hub, commands=self.gateway_commands, approvals=self.approvals
         )
         self.endpoint = Endpoint(
+            self.ctx,
             hub=self.hub,
             router=self.router,
             tokens=self.tokens,
-            metrics=self.metrics,
             config=EndpointConfig(
                 max_frame_bytes=settings.max_frame_bytes,
                 send_queue_max=settings.send_queue_max,
@@ -115,16 +94,7 @@ class Runtime:
                 origins=OriginPolicy.parse(settings.allowed_origins),
             ),
         )
-        self.push = PushService(
-            settings,
-            registry,
-            client=self.client,
-            keys=self.keys,
-            gateway_id=self.gateway_id,
-            tokens=self.tokens,
-            approvals=self.approvals,
-            block_ms=reader_block_ms,
-        )
+        self.push = PushService(self.ctx, registry, tokens=self.tokens, approvals=self.approvals)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -143,7 +113,6 @@ class Runtime:
             )
             for name, job in jobs.items()
         ]
-        await self.push.__aenter__()
         log.info("gateway %s started (namespace %s)", self.gateway_id, self.settings.namespace)
         return self
 
@@ -158,12 +127,12 @@ class Runtime:
         self.reader.stop()
         for task in self._tasks:
             await cancel_and_wait(task)
-        await self.push.__aexit__(None, None, None)
+        await self.push.aclose()
         await self.gateway_commands.aclose()
         self.link.replies.close()
         await self.approvals.aclose()
-        await self.client.aclose()
-        await self._reader_client.aclose()
+        await self.ctx.client.aclose()
+        await self.ctx.reader.aclose()
         log.info("gateway %s stopped", self.gateway_id)
 
     def close_connections(self, code: int) -> None:
@@ -180,7 +149,7 @@ class Runtime:
             return False
         try:
             started = time.monotonic()
-            await asyncio.wait_for(self.client.ping(), self.settings.redis_socket_timeout_s)
+            await asyncio.wait_for(self.ctx.client.ping(), self.settings.redis_socket_timeout_s)
             log.debug("readyz ping %.1f ms", (time.monotonic() - started) * 1000)
         except Exception:  # any failure to answer means not ready
             return False

@@ -25,9 +25,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from relaybus.gateway import frames
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.events import Event, from_entry, seq_of
 from relaybus.gateway.delivery.replay import Gap
@@ -36,7 +35,6 @@ from relaybus.gateway.delivery.runs import Burst, Run, runs
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire import frames as wire_frames
 
@@ -239,21 +237,16 @@ class LogReader:
 
     def __init__(
         self,
-        client: aioredis.Redis,
-        keys: Keys,
+        ctx: GatewayContext,
         hub: Hub,
-        metrics: GatewayMetrics,
         *,
-        block_ms: int = 1000,
         count: int = 1000,
         max_backoff_s: float = 2.0,
     ) -> None:
-        self.client = client
-        self.keys = keys
-        self.rewinds = Rewinds(client, keys)
+        """Reads through ``ctx.reader`` (blocking for ``ctx.block_ms``)."""
+        self.ctx = ctx
+        self.rewinds = Rewinds(ctx.reader, ctx.keys)
         self.hub = hub
-        self.metrics = metrics
-        self.block_ms = block_ms
         self.count = count
         self.max_backoff_s = max_backoff_s
         #: monotonic time of the last completed loop (for /readyz)
@@ -265,7 +258,7 @@ class LogReader:
 
     def healthy(self, slack_s: float) -> bool:
         return self.synced.is_set() and time.monotonic() - self.last_loop < (
-            self.block_ms / 1000 + slack_s
+            self.ctx.block_ms / 1000 + slack_s
         )
 
     def stop(self) -> None:
@@ -295,10 +288,10 @@ class LogReader:
     async def _sync(self) -> None:
         """On start and after every reconnect: compare the epoch, then resume from position."""
         hub = self.hub
-        epoch = await ensure_epoch(self.client, self.keys)
+        epoch = await ensure_epoch(self.ctx.reader, self.ctx.keys)
         if not hub.epoch:
             hub.epoch = epoch
-            last: Any = await self.client.xrevrange(self.keys.log, count=1)
+            last: Any = await self.ctx.reader.xrevrange(self.ctx.keys.log, count=1)
             hub.position = seq_of(last[0][0]) if last else 0
             hub.gen = (await self.rewinds.since(0)).gen
             log.info("log reader starts at seq %d, epoch %s", hub.position, epoch)
@@ -323,13 +316,17 @@ class LogReader:
         reset. An empty reply (block timeout) checks the epoch the same way.
         """
         hub = self.hub
-        pipe = self.client.pipeline(transaction=False)
-        pipe.xread({self.keys.log: f"{hub.position}-0"}, count=self.count, block=self.block_ms)
-        pipe.get(self.keys.epoch)
-        pipe.get(self.keys.seq)
+        pipe = self.ctx.reader.pipeline(transaction=False)
+        pipe.xread(
+            {self.ctx.keys.log: f"{hub.position}-0"}, count=self.count, block=self.ctx.block_ms
+        )
+        pipe.get(self.ctx.keys.epoch)
+        pipe.get(self.ctx.keys.seq)
         reply, raw_epoch, raw_head = await pipe.execute()
         self.last_loop = time.monotonic()
-        epoch = raw_epoch.decode() if raw_epoch else await ensure_epoch(self.client, self.keys)
+        epoch = (
+            raw_epoch.decode() if raw_epoch else await ensure_epoch(self.ctx.reader, self.ctx.keys)
+        )
         if epoch != hub.epoch:
             hub.epoch_changed(epoch, hub.position)
             self._recent.clear()
@@ -342,7 +339,7 @@ class LogReader:
                 hub.reader_gap(hub.position + 1, events[0].seq - 1)
             hub.dispatch(events)
         head = int(raw_head) if raw_head else 0
-        self.metrics.reader_lag.set(max(0, head - hub.position))
+        self.ctx.metrics.reader_lag.set(max(0, head - hub.position))
 
     async def _check_recent(self) -> None:
         """Compare the entries dispatched last with the log's, record what changed, and
@@ -367,9 +364,9 @@ class LogReader:
         if not self._recent:
             return None
         lo, hi = self._recent[0][0], self.hub.position
-        first: Any = await self.client.xrange(self.keys.log, count=1)
+        first: Any = await self.ctx.reader.xrange(self.ctx.keys.log, count=1)
         oldest = seq_of(first[0][0]) if first else 0
-        entries: Any = await self.client.xrange(self.keys.log, f"{lo}-0", f"{hi}-0")
+        entries: Any = await self.ctx.reader.xrange(self.ctx.keys.log, f"{lo}-0", f"{hi}-0")
         now = {seq_of(eid): hash(fields.get(b"f", b"{}")) for eid, fields in entries}
         for seq, digest in self._recent:
             if seq >= oldest and now.get(seq) != digest:

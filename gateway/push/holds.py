@@ -13,13 +13,12 @@ import time
 from collections.abc import Mapping
 from typing import cast
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.push import policy
 from relaybus.gateway.push.store import PushStore, Subscription
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import approvals as ap
 
@@ -36,20 +35,14 @@ class PushHolds:
     """Stamps the ``push`` watcher of sessions whose approvals a device gets."""
 
     def __init__(
-        self,
-        *,
-        client: aioredis.Redis,
-        keys: Keys,
-        store: PushStore,
-        tokens: Mapping[str, bool],
-        watchers_ttl_s: int,
+        self, ctx: GatewayContext, *, store: PushStore, tokens: Mapping[str, bool]
     ) -> None:
-        self._client = client
-        self._keys = keys
+        self._client = ctx.client
+        self._keys = ctx.keys
         self._store = store
         #: token fingerprint -> full access; only full-access devices get approvals.
         self._tokens = tokens
-        self._ttl_s = watchers_ttl_s
+        self._ttl_s = ctx.settings.watchers_ttl_s
         #: sid -> monotonic time of its last stamp
         self._held: dict[str, float] = {}
         self._running = False

@@ -23,6 +23,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.push import policy
 from relaybus.gateway.push.holds import PushHolds
 from relaybus.gateway.push.metrics import PushMetrics
@@ -30,9 +31,7 @@ from relaybus.gateway.push.policy import Notice, Session
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender
 from relaybus.gateway.push.store import DEFAULT_EVENTS, PushStore, Subscription
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
-from relaybus.shared.settings import Settings
 from relaybus.shared.store.command_streams import ensure_group
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire import frames
 
@@ -59,34 +58,31 @@ class PushNotifier:
 
     def __init__(
         self,
+        ctx: GatewayContext,
         *,
-        client: aioredis.Redis,
         reader: aioredis.Redis,
-        keys: Keys,
-        settings: Settings,
         store: PushStore,
         holds: PushHolds,
         web: WebPushSender,
         apprise: AppriseSender,
         metrics: PushMetrics,
-        gateway_id: str,
         tokens: Mapping[str, bool],
-        block_ms: int,
     ) -> None:
-        self._client = client
+        """``reader`` is the notifier's own client for blocking reads of ``ctx.block_ms``."""
+        self._client = ctx.client
         self._reader = reader
-        self._keys = keys
-        self._settings = settings
+        self._keys = ctx.keys
+        self._settings = ctx.settings
         self._store = store
         self._holds = holds
         self._web = web
         self._apprise = apprise
         self._metrics = metrics
-        self._id = gateway_id
+        self._id = ctx.gateway_id
         #: token fingerprint -> full access; a subscription of a token no longer configured
         #: gets nothing.
         self._tokens = tokens
-        self._block_ms = block_ms
+        self._block_ms = ctx.block_ms
         self._grouped = False
         self._last_takeover = 0.0
         self._wake = asyncio.Event()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from relaybus.gateway.requests.listing import session_info
+from relaybus.gateway.frames import title_and_prompt
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire import frames
 
@@ -82,10 +82,10 @@ class Session:
 
     @classmethod
     def from_row(cls, sid: str, row: SessionRow) -> Session:
-        """Titled by the listing's rule (:func:`~relaybus.gateway.requests.listing.session_info`): a
+        """Titled by the listing's rule (:func:`~relaybus.gateway.frames.title_and_prompt`): a
         title Claude Code wrote, else the cwd basename, else the id's first 8 characters (as
         the web client's session header; a first prompt is not a title)."""
-        title = session_info(sid, row).get("title") or os.path.basename(row.cwd) or sid[:8]
+        title = title_and_prompt(row)[0] or os.path.basename(row.cwd) or sid[:8]
         return cls(sid, row.host, clip(title, 80), row.cwd)
 
 

@@ -75,18 +75,27 @@ def router(push: PushService) -> APIRouter:
         found = push.tokens.check(token)
         return None if found is None else (fingerprint(token.encode()), found)
 
+    async def admitted(
+        request: Request,
+    ) -> tuple[str, Access, dict[str, Any] | None] | JSONResponse:
+        """The caller's token (fingerprint, access) and the body; a 401/429 when refused."""
+        who = access(request)
+        if who is None:
+            return _error(401, "unauthorized", "a valid token is required")
+        if wait := per_token.take(who[0]):
+            return _limited(wait)
+        return who[0], who[1], await _json(request)
+
     @r.get("/key")
     async def key() -> dict[str, str]:
         return {"publicKey": (await push.store.vapid()).public}
 
     @r.put("/subscription")
     async def subscribe(request: Request) -> JSONResponse:
-        who = access(request)
-        if who is None:
-            return _error(401, "unauthorized", "a valid token is required")
-        if wait := per_token.take(who[0]):
-            return _limited(wait)
-        body = await _json(request)
+        admission = await admitted(request)
+        if isinstance(admission, JSONResponse):
+            return admission
+        token, token_access, body = admission
         sub = body.get("subscription") if body else None
         keys = sub.get("keys") if isinstance(sub, dict) else None
         if not (isinstance(sub, dict) and isinstance(keys, dict)):
@@ -109,13 +118,13 @@ def router(push: PushService) -> APIRouter:
             sub["endpoint"],
             p256dh,
             auth,
-            who[0],
-            who[1] is Access.FULL,
+            token,
+            token_access is Access.FULL,
             Prefs.parse((body or {}).get("prefs")),
         )
         held = await push.store.get(saved.id)
         replaceable = ""  # a row that does not parse may be replaced
-        if held is not None and held.token != who[0]:
+        if held is not None and held.token != token:
             if held.token in push.fingerprints:
                 return _taken()
             replaceable = held.token  # its token is no longer configured
@@ -123,9 +132,7 @@ def router(push: PushService) -> APIRouter:
             return _taken()
         await push.notifier.ensure_group()  # from here on no event is missed
         await push.holds.hold_pass()
-        return JSONResponse(
-            {"id": saved.id, "prefs": saved.prefs.as_json(), "approvals": saved.full}
-        )
+        return _shown(saved)
 
     @r.delete("/subscription")
     async def unsubscribe(request: Request) -> JSONResponse:
@@ -140,23 +147,19 @@ def router(push: PushService) -> APIRouter:
         found = await _mine(request)
         if isinstance(found, JSONResponse):
             return found
-        return JSONResponse(
-            {"id": found.id, "prefs": found.prefs.as_json(), "approvals": found.full}
-        )
+        return _shown(found)
 
     async def _mine(request: Request) -> Subscription | JSONResponse:
-        who = access(request)
-        if who is None:
-            return _error(401, "unauthorized", "a valid token is required")
-        if wait := per_token.take(who[0]):
-            return _limited(wait)
-        body = await _json(request)
+        admission = await admitted(request)
+        if isinstance(admission, JSONResponse):
+            return admission
+        token, _access, body = admission
         endpoint = body.get("endpoint") if body else None
         if not isinstance(endpoint, str):
             return _error(400, "invalid", "endpoint is required")
-        probe = Subscription(endpoint, "", "", who[0], False)
+        probe = Subscription(endpoint, "", "", token, False)
         found = await push.store.get(probe.id)
-        if found is None or found.token != who[0]:
+        if found is None or found.token != token:
             return _error(404, "not_found", "no such subscription for this token")
         return found
 
@@ -179,6 +182,11 @@ def router(push: PushService) -> APIRouter:
         return JSONResponse({"decision": decision, "sessionId": target[0], "requestKey": target[1]})
 
     return r
+
+
+def _shown(sub: Subscription) -> JSONResponse:
+    """What a device is told of its subscription."""
+    return JSONResponse({"id": sub.id, "prefs": sub.prefs.as_json(), "approvals": sub.full})
 
 
 def _taken() -> JSONResponse:

@@ -24,25 +24,22 @@ import time
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
-from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.command_link import CommandLink
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.approvals import (
     ALLOW,
     DECISION_GRACE_S,
     DENY,
     PERMISSION_DECISION,
-    WATCHERS_TTL_S,
     check_answers,
     decision_record,
     parse_resolved,
@@ -57,24 +54,10 @@ CHECK_S = 1.0
 
 
 class GatewayApprovals:
-    def __init__(
-        self,
-        *,
-        client: aioredis.Redis,
-        keys: Keys,
-        hub: Hub,
-        gateway_id: str,
-        link: CommandLink,
-        metrics: GatewayMetrics,
-        watchers_ttl_s: int = WATCHERS_TTL_S,
-    ) -> None:
-        self._client = client
-        self._keys = keys
+    def __init__(self, ctx: GatewayContext, *, hub: Hub, link: CommandLink) -> None:
+        self._ctx = ctx
         self._hub = hub
-        self._gateway_id = gateway_id
-        self._metrics = metrics
         self._link = link
-        self._watchers_ttl_s = watchers_ttl_s
         #: Counts as last written to Redis, and when each field was last stamped.
         self._written: dict[str, int] = {}
         self._stamped: dict[str, float] = {}
@@ -123,15 +106,15 @@ class GatewayApprovals:
             done.set_result(None)
 
     async def _write(self, counts: dict[str, int]) -> None:
-        expires = now_ms() + self._watchers_ttl_s * 1000
-        pipe = self._client.pipeline(transaction=False)
+        expires = now_ms() + self._ctx.settings.watchers_ttl_s * 1000
+        pipe = self._ctx.client.pipeline(transaction=False)
         for sid, n in counts.items():
-            key = self._keys.session_watchers(sid)
+            key = self._ctx.keys.session_watchers(sid)
             if n > 0:
-                pipe.hset(key, self._gateway_id, watcher_value(n, expires))
-                pipe.expire(key, self._watchers_ttl_s)
+                pipe.hset(key, self._ctx.gateway_id, watcher_value(n, expires))
+                pipe.expire(key, self._ctx.settings.watchers_ttl_s)
             else:
-                pipe.hdel(key, self._gateway_id)
+                pipe.hdel(key, self._ctx.gateway_id)
         await pipe.execute()
         now = time.monotonic()
         for sid, n in counts.items():
@@ -145,7 +128,7 @@ class GatewayApprovals:
     async def _pass(self) -> None:
         """Write what changed (disconnects) and re-stamp fields before they expire."""
         sids = {sid for conn in self._hub.connections for sid in conn.watched} | set(self._written)
-        stale = time.monotonic() - self._watchers_ttl_s / 3
+        stale = time.monotonic() - self._ctx.settings.watchers_ttl_s / 3
         due = {}
         for sid in sids:
             n = self.count(sid)
@@ -184,11 +167,11 @@ class GatewayApprovals:
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
         extra = _checked(entry, msg)
         if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId, extra):
-            self._metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
+            self._ctx.metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {key} was already resolved", rid
             )
-        self._metrics.commands.labels(msg.type, "ok").inc()
+        self._ctx.metrics.commands.labels(msg.type, "ok").inc()
         log.info(
             "%s: %s of %s in session %s (request %s)", msg.type, decision, key, sid, rid or "-"
         )
@@ -220,8 +203,8 @@ class GatewayApprovals:
         extra: dict[str, Any] | None = None,
     ) -> bool:
         """Claim the decision (first writer wins) and send it to the holding collector."""
-        claimed = await self._client.set(
-            self._keys.approval(key),
+        claimed = await self._ctx.client.set(
+            self._ctx.keys.approval(key),
             decision_record(decision, reason, extra),
             nx=True,
             ex=DECISION_GRACE_S,
@@ -242,9 +225,9 @@ class GatewayApprovals:
         self, sids: list[str], request_key: str | None, rid: str | None
     ) -> tuple[str, str, dict[str, Any]]:
         """The one pending request meant: (session, requestKey, its index entry)."""
-        pipe = self._client.pipeline(transaction=False)
+        pipe = self._ctx.client.pipeline(transaction=False)
         for sid in sids:
-            pipe.hgetall(self._keys.approvals(sid))
+            pipe.hgetall(self._ctx.keys.approvals(sid))
         now = now_ms()
         found: list[tuple[str, str, dict[str, Any]]] = []
         expired: str | None = None  # timed out, its collector has not dropped it yet
@@ -273,7 +256,9 @@ class GatewayApprovals:
             )
         if expired is not None:
             raise ProtocolError(ErrorCode.ALREADY_RESOLVED, f"request {expired} timed out", rid)
-        if request_key is not None and await self._client.exists(self._keys.approval(request_key)):
+        if request_key is not None and await self._ctx.client.exists(
+            self._ctx.keys.approval(request_key)
+        ):
             raise ProtocolError(
                 ErrorCode.ALREADY_RESOLVED, f"request {request_key} was already resolved", rid
             )
@@ -290,9 +275,9 @@ class GatewayApprovals:
     async def _recently_resolved(self, sids: list[str]) -> tuple[str, str] | None:
         """(requestKey, decision) of a request of ``sids`` that ended within the approval
         timeout (the session's ``approval_resolved`` key), else ``None``."""
-        pipe = self._client.pipeline(transaction=False)
+        pipe = self._ctx.client.pipeline(transaction=False)
         for sid in sids:
-            pipe.get(self._keys.approval_resolved(sid))
+            pipe.get(self._ctx.keys.approval_resolved(sid))
         for raw in await pipe.execute():
             found = parse_resolved(raw)
             if found is not None:

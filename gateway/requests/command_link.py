@@ -16,12 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
-from prometheus_client import Histogram
 
+from relaybus.gateway.context import GatewayContext
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
 from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE
-from relaybus.shared.store.keys import CMD_MAXLEN, Keys
+from relaybus.shared.store.keys import CMD_MAXLEN
 from relaybus.shared.wire.commands import LATE, Command, EnvelopeError, Reply
 
 log = logging.getLogger(__name__)
@@ -30,24 +30,16 @@ log = logging.getLogger(__name__)
 class CommandLink:
     """Builds, sends and (for a round trip) waits for the reply of commands to machines."""
 
-    def __init__(
-        self,
-        *,
-        client: aioredis.Redis,
-        reader_client: aioredis.Redis,
-        keys: Keys,
-        gateway_id: str,
-        timeout_s: float,
-        round_trip_seconds: Histogram,
-        block_ms: int = 1000,
-    ) -> None:
-        """``reader_client`` must allow reads of ``block_ms`` (``connect(block_ms=…)``)."""
-        self._client = client
-        self._keys = keys
-        self._gateway_id = gateway_id
-        self.timeout_s = timeout_s
-        self._round_trip_seconds = round_trip_seconds
-        self.replies = ReplyReader(reader_client, keys.reply(gateway_id), block_ms=block_ms)
+    def __init__(self, ctx: GatewayContext, *, on_late: Callable[[Reply], None]) -> None:
+        """Replies are read through ``ctx.reader``; ``on_late`` is told of late failures."""
+        self._client = ctx.client
+        self._keys = ctx.keys
+        self._gateway_id = ctx.gateway_id
+        self.timeout_s = ctx.settings.command_timeout_seconds
+        self._round_trip_seconds = ctx.metrics.command_round_trip
+        self.replies = ReplyReader(
+            ctx.reader, ctx.keys.reply(ctx.gateway_id), on_late=on_late, block_ms=ctx.block_ms
+        )
 
     def command(
         self,
@@ -95,16 +87,24 @@ class CommandLink:
 class ReplyReader:
     """The process's one reader of its reply stream; futures are resolved by command id."""
 
-    def __init__(self, client: aioredis.Redis, stream: str, *, block_ms: int = 1000) -> None:
-        """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``)."""
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        stream: str,
+        *,
+        on_late: Callable[[Reply], None],
+        block_ms: int = 1000,
+    ) -> None:
+        """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``);
+        ``on_late`` is told of a late reply (``data.late``): a command failed after its first
+        answer."""
         self._client = client
         self._stream = stream
         self._block_ms = block_ms
+        self._on_late = on_late
         self._waiting: dict[str, asyncio.Future[Reply]] = {}
         self._last = "0-0"
         self._running = False
-        #: Told of a late reply (``data.late``): a command failed after its first answer.
-        self.on_late: Callable[[Reply], None] | None = None
         #: Set once the reader knows where the stream ends; commands wait for it.
         self.ready = asyncio.Event()
 
@@ -167,8 +167,7 @@ class ReplyReader:
             log.warning("dropping malformed reply: %s", exc)
             return
         if reply.data.get(LATE):
-            if self.on_late is not None:
-                self.on_late(reply)
+            self._on_late(reply)
             return
         fut = self._waiting.pop(reply.command_id, None)
         if fut is not None and not fut.done():

@@ -7,7 +7,7 @@ heartbeat check (``host_offline`` at once when the host is gone), through the pr
 request gets exactly one answer, logged and counted once — and a prompt whose headless run
 fails after its ``prompt_sent`` gets a second reply from the collector (``data.late``),
 sent to the same client as ``error{code:"prompt_failed", message, requestId, sessionId}``
-(for :data:`LATE_TTL_S`, while the connection lasts).
+(:class:`~relaybus.gateway.requests.late_failures.LateFailures`).
 """
 
 from __future__ import annotations
@@ -15,30 +15,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import protocol
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
-from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.frames import client_frame, refusal
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.command_link import CommandLink
+from relaybus.gateway.requests.late_failures import LateFailures
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.command_streams import session_route
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.commands import (
     CAP_LOAD_HISTORY,
     LOAD_HISTORY,
     MAX_MESSAGE_CHARS,
-    PROMPT,
-    Reply,
-    client_frame,
     host_capabilities,
-    refusal,
 )
 from relaybus.shared.wire.cwd import cwd_problem
 from relaybus.shared.wire.errors import ErrorCode
@@ -47,9 +42,6 @@ log = logging.getLogger(__name__)
 
 #: Commands one connection may have waiting for their machine; more are refused.
 MAX_IN_FLIGHT = 16
-#: How long (and how many) answered prompts can still get a late failure.
-LATE_TTL_S = 3600.0
-LATE_MAX = 10_000
 
 
 class GatewayCommands:
@@ -57,23 +49,17 @@ class GatewayCommands:
 
     def __init__(
         self,
+        ctx: GatewayContext,
         *,
-        client: aioredis.Redis,
-        keys: Keys,
         link: CommandLink,
-        metrics: GatewayMetrics,
+        late: LateFailures,
         position: Callable[[], int],
     ) -> None:
-        self._client = client
-        self._keys = keys
+        """``late`` must be the one ``link`` tells of late failures."""
+        self._ctx = ctx
         self._link = link
-        self._metrics = metrics
+        self._late = late
         self._position = position
-        link.replies.on_late = self._late
-        #: Answered prompts by command id: (connection, request id, trace id, session, expiry).
-        self._answered: OrderedDict[str, tuple[Connection, str | None, str | None, str, float]] = (
-            OrderedDict()
-        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: dict[str, int] = {}
         self._history: dict[str, asyncio.Future[bool]] = {}
@@ -130,30 +116,19 @@ class GatewayCommands:
             frame, outcome, cmd_id = await self.execute(msg)
         except RedisError as exc:
             log.warning("command %s: Redis error: %s", msg.type, exc)
-            frame = refusal(
-                msg.type,
-                ErrorCode.UNAVAILABLE,
-                "storage unavailable, retry",
-                request_id=msg.requestId,
-                trace_id=msg.traceId,
-            )
+            frame = _refused(msg, ErrorCode.UNAVAILABLE, "storage unavailable, retry")
             outcome = ErrorCode.UNAVAILABLE.value
         except Exception:  # a bug must still answer the request, and be seen
             log.exception("command %s failed", msg.type)
-            frame = refusal(
-                msg.type,
-                ErrorCode.BRIDGE_ERROR,
-                "internal error",
-                request_id=msg.requestId,
-                trace_id=msg.traceId,
-            )
+            frame = _refused(msg, ErrorCode.BRIDGE_ERROR, "internal error")
             outcome = "internal_error"
         elapsed = time.monotonic() - started
         frame["seqId"] = self._position()
         conn.send(frame)
         if frame.get("type") == "prompt_sent":
-            self._remember(cmd_id, conn, msg)
-        self._metrics.commands.labels(msg.type, outcome).inc()
+            sid = str(getattr(msg, "sessionId", "") or "")
+            self._late.remember(cmd_id, conn, sid, msg.requestId, msg.traceId)
+        self._ctx.metrics.commands.labels(msg.type, outcome).inc()
         log.info(
             "command %s %s session=%s request=%s trace=%s: %s in %.3fs",
             cmd_id,
@@ -165,48 +140,12 @@ class GatewayCommands:
             elapsed,
         )
 
-    def _remember(self, cmd_id: str, conn: Connection, msg: protocol.Command) -> None:
-        now = time.monotonic()
-        while self._answered and (
-            len(self._answered) >= LATE_MAX or next(iter(self._answered.values()))[4] < now
-        ):
-            self._answered.popitem(last=False)
-        sid = str(getattr(msg, "sessionId", "") or "")
-        self._answered[cmd_id] = (conn, msg.requestId, msg.traceId, sid, now + LATE_TTL_S)
-
-    def _late(self, reply: Reply) -> None:
-        """A prompt's run failed after ``prompt_sent``: tell the client that sent it."""
-        entry = self._answered.pop(reply.command_id, None)
-        if entry is None:
-            return
-        conn, rid, trace, sid, _expiry = entry
-        if conn.close_code is not None:
-            return
-        frame = refusal(
-            PROMPT,
-            reply.code or ErrorCode.PROMPT_FAILED,
-            reply.message or "the prompt failed",
-            request_id=rid,
-            trace_id=trace,
-        )
-        frame["sessionId"] = sid
-        frame["seqId"] = self._position()
-        conn.send(frame)
-        self._metrics.commands.labels(PROMPT, f"late_{reply.code or 'error'}").inc()
-        log.info(
-            "command %s prompt session=%s request=%s: failed late: %s",
-            reply.command_id,
-            sid or "-",
-            rid or "-",
-            reply.code,
-        )
-
     async def execute(self, msg: protocol.Command) -> tuple[dict[str, Any], str, str]:
         """Route one command; returns the client frame (no seqId), the outcome and the command id."""
         rid, trace = msg.requestId, msg.traceId
 
         def refuse(code: str, message: str) -> tuple[dict[str, Any], str, str]:
-            return refusal(msg.type, code, message, request_id=rid, trace_id=trace), code, "-"
+            return _refused(msg, code, message), code, "-"
 
         payload: dict[str, Any] = {}
         sid = ""
@@ -220,7 +159,7 @@ class GatewayCommands:
                 payload["cwd"] = msg.cwd
         else:
             sid = str(getattr(msg, "sessionId", "") or "")
-            route = await session_route(self._client, self._keys, sid)
+            route = await session_route(self._ctx.client, self._ctx.keys, sid)
             if route is None:
                 return refuse(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}")
             host = route[0]
@@ -228,19 +167,13 @@ class GatewayCommands:
                 payload["message"] = msg.message
             elif isinstance(msg, protocol.SetPermissionMode):
                 payload["mode"] = msg.mode
-        if not await self._client.exists(self._keys.host(host)):
+        if not await self._ctx.client.exists(self._ctx.keys.host(host)):
             return refuse(ErrorCode.HOST_OFFLINE, f"machine {host!r} is offline")
         cmd = self._link.command(msg.type, sid, payload=payload, request_id=rid, trace_id=trace)
         reply = await self._link.round_trip(host, cmd)
         if reply is None:
-            frame = refusal(
-                msg.type,
-                ErrorCode.TIMEOUT,
-                f"machine {host!r} did not answer in {self._link.timeout_s:g}s",
-                request_id=rid,
-                trace_id=trace,
-            )
-            return frame, ErrorCode.TIMEOUT, cmd.id
+            why = f"machine {host!r} did not answer in {self._link.timeout_s:g}s"
+            return _refused(msg, ErrorCode.TIMEOUT, why), ErrorCode.TIMEOUT, cmd.id
         outcome = "ok" if reply.ok else (reply.code or "error")
         return client_frame(cmd, reply), outcome, cmd.id
 
@@ -264,19 +197,28 @@ class GatewayCommands:
         return ok
 
     async def _load_history(self, sid: str, host: str) -> bool:
-        if CAP_LOAD_HISTORY not in host_capabilities(await self._client.get(self._keys.host(host))):
+        if CAP_LOAD_HISTORY not in host_capabilities(
+            await self._ctx.client.get(self._ctx.keys.host(host))
+        ):
             log.info("history of %s not loaded: machine %s is offline or too old", sid, host)
             return False
         cmd = self._link.command(LOAD_HISTORY, sid)
         reply = await self._link.round_trip(host, cmd)
         outcome = "timeout" if reply is None else "ok" if reply.ok else (reply.code or "error")
-        self._metrics.commands.labels(LOAD_HISTORY, outcome).inc()
+        self._ctx.metrics.commands.labels(LOAD_HISTORY, outcome).inc()
         log.info("command %s load_history session=%s: %s", cmd.id, sid, outcome)
         return reply is not None and reply.ok
 
     async def _only_live_host(self) -> str | None:
         """The one machine whose heartbeat is current, from the ``hosts`` index (never a
         SCAN of the keyspace: a client could make every gateway walk it per request)."""
-        live = await self._client.zrangebyscore(self._keys.hosts, now_ms(), "+inf", start=0, num=2)
+        live = await self._ctx.client.zrangebyscore(
+            self._ctx.keys.hosts, now_ms(), "+inf", start=0, num=2
+        )
         hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in live]
         return hosts[0] if len(hosts) == 1 else None
+
+
+def _refused(msg: protocol.Command, code: str, message: str) -> dict[str, Any]:
+    """The client frame refusing ``msg`` (without ``seqId``)."""
+    return refusal(msg.type, code, message, request_id=msg.requestId, trace_id=msg.traceId)

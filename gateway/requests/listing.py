@@ -1,5 +1,6 @@
-"""What ``list_sessions`` answers: SessionInfo from the ``sessions`` zset plus one hash per
-session (pipelined), and the machines whose collector beats now."""
+"""What ``list_sessions`` answers: SessionInfo (:func:`relaybus.gateway.frames.session_info`)
+from the ``sessions`` zset plus one hash per session (pipelined), and the machines whose
+collector beats now."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from relaybus.gateway.frames import session_info
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
@@ -15,46 +17,6 @@ from relaybus.shared.wire.commands import host_capabilities
 
 #: Upper bound on sessions listed in one ``sessions`` reply (most recent first).
 LIST_LIMIT = 1000
-
-
-#: Title ranks at or below this were a prompt, not a title (hashes written before titles
-#: became only what Claude Code writes as titles): shown as ``firstPrompt`` instead.
-PROMPT_RANK = 1
-
-
-def session_info(sid: str, row: SessionRow) -> dict[str, Any]:
-    """SessionInfo as the seed shapes it (``title`` only when Claude Code wrote one), plus the
-    additive firstPrompt/host/lastSeqId/lastActivity/state/since/waitingFor/live/historyLoaded/
-    permissionMode."""
-    info: dict[str, Any] = {
-        "id": sid,
-        "cwd": row.cwd,
-        "startedAt": row.started_at,
-        "entrypoint": row.entrypoint,
-    }
-    title, first = row.title, row.first_prompt
-    if title and row.title_rank is not None and row.title_rank <= PROMPT_RANK:
-        title, first = None, first or title
-    if title:
-        info["title"] = title
-    if first:
-        info["firstPrompt"] = first
-    info.update(
-        host=row.host,
-        lastSeqId=row.last_seq_id,
-        lastActivity=row.last_activity,
-        state=row.state or "idle",
-        live=row.live,
-    )
-    if row.history_loaded is False:
-        info["historyLoaded"] = False
-    if row.state:
-        info["since"] = row.since
-    if row.waiting_for:
-        info["waitingFor"] = row.waiting_for
-    if row.permission_mode:
-        info["permissionMode"] = row.permission_mode
-    return info
 
 
 async def list_sessions(client: aioredis.Redis, keys: Keys) -> list[dict[str, Any]]:

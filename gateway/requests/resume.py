@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import logging
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.replay import Gap, Merged, leading_gap, merge, with_held_gaps
 from relaybus.gateway.delivery.rewinds import parse_token, token
 from relaybus.gateway.delivery.shared_pages import SharedPages
 from relaybus.gateway.frames import Outgoing
-from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
@@ -36,22 +34,11 @@ log = logging.getLogger(__name__)
 class Resumer:
     """Welcomes connections and brings each to the live edge of the log."""
 
-    def __init__(
-        self,
-        *,
-        client: aioredis.Redis,
-        pages: SharedPages,
-        keys: Keys,
-        hub: Hub,
-        metrics: GatewayMetrics,
-        gateway_id: str,
-    ) -> None:
+    def __init__(self, ctx: GatewayContext, *, pages: SharedPages, hub: Hub) -> None:
+        self.ctx = ctx
         self.pages = pages
-        self.keys = keys
         self.hub = hub
-        self.metrics = metrics
-        self.gateway_id = gateway_id
-        self.rewinds = Rewinds(client, keys)
+        self.rewinds = Rewinds(ctx.client, ctx.keys)
 
     async def hello(self, conn: Connection, msg: protocol.Hello) -> None:
         if conn.hello_done:
@@ -85,7 +72,7 @@ class Resumer:
                 tok = epoch if rewind_from is not None and epoch else self._token(gen)
                 self._welcome(conn, welcome_caps, tok, request_id)
             if rewind_from is not None and last is not None:
-                self.metrics.gaps.labels("rewound").inc()
+                self.ctx.metrics.gaps.labels("rewound").inc()
                 frame = frames.gap_frame(rewind_from, last, "rewound", epoch=self._token(gen))
                 conn.send(frame)
                 conn.global_mark = min(conn.global_mark, rewind_from - 1)
@@ -104,7 +91,7 @@ class Resumer:
     def _welcome(self, conn: Connection, caps: list[str], tok: str, request_id: str | None) -> None:
         read_only = conn.access is Access.READ
         frame = frames.welcome(
-            caps, tok, self.gateway_id, self.hub.position, request_id, read_only=read_only
+            caps, tok, self.ctx.gateway_id, self.hub.position, request_id, read_only=read_only
         )
         conn.send(frame)
         conn.welcomed = True
@@ -141,7 +128,7 @@ class Resumer:
             self._finish_global(conn, merged, items, conn.buffer_floor)
             return
         # The first page tells the head and epoch; a resume from there reads it once.
-        page = await self.pages.page(self.keys.log, last, conn.buffer_floor)
+        page = await self.pages.page(self.ctx.keys.log, last, conn.buffer_floor)
         if (epoch is not None and parse_token(epoch)[0] != page.epoch) or last > page.head:
             items.append(
                 conn.direct_out(
@@ -150,10 +137,10 @@ class Resumer:
                     )
                 )
             )
-            self.metrics.gaps.labels("epoch").inc()
+            self.ctx.metrics.gaps.labels("epoch").inc()
             last = 0
         floor = max(last, conn.global_mark)
-        self.metrics.replays.inc()
+        self.ctx.metrics.replays.inc()
         covered = await self._replay_log_after(conn, floor, items)
         if covered is None:
             return  # closed meanwhile
@@ -176,7 +163,7 @@ class Resumer:
         first_page = True
         replayed = 0
         while True:
-            page = await self.pages.page(self.keys.log, cursor, conn.buffer_floor)
+            page = await self.pages.page(self.ctx.keys.log, cursor, conn.buffer_floor)
             buf = conn.global_buffer
             if conn.closing() or buf is None:
                 return None
@@ -202,7 +189,7 @@ class Resumer:
                     items.append(conn.event_out(ev, live=False))
                     replayed += 1
             if met_buffer or not page.more:
-                self.metrics.replayed_events.inc(replayed)
+                self.ctx.metrics.replayed_events.inc(replayed)
                 return cursor
             if not await conn.send_replay(items):
                 return None
@@ -230,7 +217,7 @@ class Resumer:
             elif conn.entitled(item):
                 items.append(conn.event_out(item, live=False))
                 replayed += 1
-        self.metrics.replayed_events.inc(replayed)
+        self.ctx.metrics.replayed_events.inc(replayed)
         conn.global_mark = max(merged.last_seq, conn.buffer_floor)
         conn.global_buffer = None
         conn.held_gaps = []

@@ -11,22 +11,19 @@ import time
 from functools import partial
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery import history
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.shared_pages import SharedPages
-from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.approvals import GatewayApprovals
 from relaybus.gateway.requests.commands import GatewayCommands
 from relaybus.gateway.requests.listing import list_hosts, list_sessions
 from relaybus.gateway.requests.resume import Resumer
 from relaybus.gateway.requests.watch import Watches
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import ErrorCode
 
 #: Heartbeats change rarely; a burst of list_sessions (reconnects) scans them once.
@@ -36,36 +33,19 @@ HOSTS_TTL_S = 1.0
 class Router:
     def __init__(
         self,
+        ctx: GatewayContext,
         *,
-        client: aioredis.Redis,
-        keys: Keys,
         hub: Hub,
-        metrics: GatewayMetrics,
-        gateway_id: str,
-        replay_depth: int,
         commands: GatewayCommands,
         approvals: GatewayApprovals,
     ) -> None:
-        self.client = client
-        self.keys = keys
+        self.ctx = ctx
         self.hub = hub
-        self.metrics = metrics
         self.commands = commands
         self.approvals = approvals
-        pages = SharedPages(hub, partial(history.read_page, client, keys))
-        self.resume = Resumer(
-            client=client, pages=pages, keys=keys, hub=hub, metrics=metrics, gateway_id=gateway_id
-        )
-        self.watches = Watches(
-            client=client,
-            pages=pages,
-            keys=keys,
-            hub=hub,
-            metrics=metrics,
-            replay_depth=replay_depth,
-            commands=commands,
-            approvals=approvals,
-        )
+        pages = SharedPages(hub, partial(history.read_page, ctx.client, ctx.keys))
+        self.resume = Resumer(ctx, pages=pages, hub=hub)
+        self.watches = Watches(ctx, pages=pages, hub=hub, commands=commands, approvals=approvals)
         self._hosts_cache: tuple[float, list[dict[str, Any]]] | None = None
 
     async def handle(self, conn: Connection, msg: protocol.ClientMessage) -> None:
@@ -75,7 +55,7 @@ class Router:
         if conn.global_buffer is not None and not conn.hello_done:
             await self.resume.resolve_v1(conn)
         if isinstance(msg, protocol.ListSessions):
-            sessions = await list_sessions(self.client, self.keys)
+            sessions = await list_sessions(self.ctx.client, self.ctx.keys)
             hosts = await self._hosts()
             conn.send(frames.sessions(sessions, hosts, self.hub.position, msg.requestId))
         elif isinstance(msg, protocol.WatchSession):
@@ -90,7 +70,7 @@ class Router:
             )
         else:
             if conn.access is not Access.FULL:
-                self.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
+                self.ctx.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
                 raise ProtocolError(ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId)
             if isinstance(msg, protocol.AcceptDiff | protocol.RejectDiff):
                 await self.approvals.decide(conn, msg)
@@ -101,5 +81,5 @@ class Router:
         """The machines of the ``sessions`` frame, read at most once per ``HOSTS_TTL_S``."""
         now = time.monotonic()
         if self._hosts_cache is None or now - self._hosts_cache[0] > HOSTS_TTL_S:
-            self._hosts_cache = (now, await list_hosts(self.client, self.keys))
+            self._hosts_cache = (now, await list_hosts(self.ctx.client, self.ctx.keys))
         return self._hosts_cache[1]

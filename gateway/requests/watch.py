@@ -13,21 +13,19 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from relaybus.gateway import frames, protocol
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery import history
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.replay import Gap, Merged, merge
 from relaybus.gateway.delivery.shared_pages import SharedPages, SharedReads
 from relaybus.gateway.frames import Outgoing
-from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.approvals import GatewayApprovals
 from relaybus.gateway.requests.commands import GatewayCommands
-from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
@@ -43,23 +41,17 @@ class Watches:
 
     def __init__(
         self,
+        ctx: GatewayContext,
         *,
-        client: aioredis.Redis,
         pages: SharedPages,
-        keys: Keys,
         hub: Hub,
-        metrics: GatewayMetrics,
-        replay_depth: int,
         commands: GatewayCommands,
         approvals: GatewayApprovals,
     ) -> None:
-        self.client = client
+        self.ctx = ctx
         self.pages = pages
         self.heads: SharedReads[history.SessionHead] = SharedReads(hub, HEAD_TTL_S)
-        self.keys = keys
         self.hub = hub
-        self.metrics = metrics
-        self.replay_depth = replay_depth
         #: Asks a session's machine to publish a history it only listed (old sessions).
         self.commands = commands
         self.approvals = approvals
@@ -79,7 +71,7 @@ class Watches:
                 history_loaded = await self._load_history(sid, row)
                 head = await self._read_session(msg, None)
                 row = SessionRow.parse(head.row)
-            if not head.row and not await self.client.exists(self.keys.reservation(sid)):
+            if not head.row and not await self.ctx.client.exists(self.ctx.keys.reservation(sid)):
                 raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", msg.requestId)
         except BaseException:
             self._cancel_watch(conn, sid, was_watched)
@@ -91,14 +83,14 @@ class Watches:
         since, after = msg.sinceSeqId, head.after
         if since is not None and since > head.head:
             items.append(conn.direct_out(frames.gap_frame(1, since, "epoch", session_id=sid)))
-            self.metrics.gaps.labels("epoch").inc()
+            self.ctx.metrics.gaps.labels("epoch").inc()
             since = after = 0
         gap = _session_leading_gap(since, head)
         if gap is not None:
             items.append(conn.gap_out(gap, session_id=sid))
             # Past what the gap announced: a shared page read before the trim still holds it.
             after = max(after, gap.to_seq)
-        self.metrics.replays.inc()
+        self.ctx.metrics.replays.inc()
         ack = items[0]
         try:
             merged = await self._replay_session(conn, sid, after, floor, items)
@@ -144,7 +136,7 @@ class Watches:
         ``None``: the connection closed meanwhile. Pages are shared with the watches
         replaying the same stream at the same time (:mod:`relaybus.gateway.delivery.shared_pages`)."""
         merged = Merged(last_seq=after)
-        stream = self.keys.session_events(sid)
+        stream = self.ctx.keys.session_events(sid)
         while True:
             page = await self.pages.page(stream, merged.last_seq, floor)
             buf = conn.watch_buffers.get(sid)
@@ -170,7 +162,7 @@ class Watches:
             else:
                 items.append(conn.event_out(item, live=False))
                 replayed += 1
-        self.metrics.replayed_events.inc(replayed)
+        self.ctx.metrics.replayed_events.inc(replayed)
 
     async def _read_session(
         self, msg: protocol.WatchSession, floor: int | None
@@ -181,7 +173,11 @@ class Watches:
 
         def read() -> Coroutine[Any, Any, history.SessionHead]:
             return history.read_session_head(
-                self.client, self.keys, sid, depth=self.replay_depth, since=since
+                self.ctx.client,
+                self.ctx.keys,
+                sid,
+                depth=self.ctx.settings.replay_depth,
+                since=since,
             )
 
         if floor is None:

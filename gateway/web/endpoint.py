@@ -20,10 +20,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import TokenTable, token_from_request
+from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.wsio import AsgiSink, FrameSink
-from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.router import Router
 from relaybus.gateway.web.security import OriginPolicy
@@ -79,24 +79,24 @@ class RateLimiter:
 class Endpoint:
     def __init__(
         self,
+        ctx: GatewayContext,
         *,
         hub: Hub,
         router: Router,
         tokens: TokenTable,
-        metrics: GatewayMetrics,
         config: EndpointConfig,
     ) -> None:
+        self.ctx = ctx
         self.hub = hub
         self.router = router
         self.tokens = tokens
-        self.metrics = metrics
         self.config = config
 
     async def __call__(self, ws: WebSocket, sink: FrameSink | None = None) -> None:
         cfg = self.config
         if not cfg.origins.allows(ws.headers):
             # A page on another site: refused before the upgrade (HTTP 403).
-            self.metrics.auth_failures.inc()
+            self.ctx.metrics.auth_failures.inc()
             log.info(
                 "connection from %s refused: Origin %r not allowed",
                 ws.client,
@@ -110,7 +110,7 @@ class Endpoint:
         conn = Connection(
             sink,
             cid=uuid.uuid4().hex[:12],
-            metrics=self.metrics,
+            metrics=self.ctx.metrics,
             queue_max=cfg.send_queue_max,
             buffer_max=cfg.buffer_max,
             position=self.hub.position,
@@ -181,7 +181,7 @@ class Endpoint:
                 if message["type"] == "websocket.disconnect":
                     return
                 if not limiter.allow():
-                    self.metrics.bad_frames.labels("rate_limited").inc()
+                    self.ctx.metrics.bad_frames.labels("rate_limited").inc()
                     conn.abort(CloseCode.RATE_LIMITED, "rate limit exceeded")
                     return
                 raw = message.get("text")
@@ -216,7 +216,7 @@ class Endpoint:
         return "query parameter 'lastSeqId' must be an integer >= 0; not resuming"
 
     def _url_error(self, conn: Connection, message: str) -> None:
-        self.metrics.bad_frames.labels(ErrorCode.INVALID_FIELD.value).inc()
+        self.ctx.metrics.bad_frames.labels(ErrorCode.INVALID_FIELD.value).inc()
         conn.send(frames.error_frame(ErrorCode.INVALID_FIELD, message, None, self.hub.position))
 
     async def _resolve_v1(self, conn: Connection, url_error: str | None) -> None:
@@ -246,7 +246,7 @@ class Endpoint:
                 conn.access = access
             await self.router.handle(conn, msg)
         except ProtocolError as exc:
-            self.metrics.bad_frames.labels(exc.code.value).inc()
+            self.ctx.metrics.bad_frames.labels(exc.code.value).inc()
             log.debug("connection %s: %s %s", conn.cid, exc.code, exc.message)
             if conn.access is None:
                 self._refuse(conn, "the first frame must be hello with a token")
@@ -270,7 +270,7 @@ class Endpoint:
     def _refuse(self, conn: Connection, why: str) -> None:
         if conn.close_code is not None:
             return
-        self.metrics.auth_failures.inc()
+        self.ctx.metrics.auth_failures.inc()
         log.info("connection %s refused: %s", conn.cid, why)
         frame = frames.error_frame(ErrorCode.UNAUTHORIZED, why, None, self.hub.position)
         conn.abort(CloseCode.UNAUTHORIZED, "unauthorized", final=frame)

@@ -55,15 +55,21 @@ def resolved_record(request_key: str, decision: str, resolved_ms: int) -> bytes:
     )
 
 
-def parse_resolved(raw: bytes | str | None) -> tuple[str, str] | None:
-    """(requestKey, decision) of a :func:`resolved_record`, ``None`` if absent or malformed."""
+def _object(raw: bytes | str | None) -> dict[str, Any] | None:
+    """``raw`` as a JSON object; ``None`` when absent, malformed or not an object."""
     if raw is None:
         return None
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(body, dict):
+    return body if isinstance(body, dict) else None
+
+
+def parse_resolved(raw: bytes | str | None) -> tuple[str, str] | None:
+    """(requestKey, decision) of a :func:`resolved_record`, ``None`` if absent or malformed."""
+    body = _object(raw)
+    if body is None:
         return None
     key, decision = body.get("requestKey"), body.get("decision")
     return (key, decision) if isinstance(key, str) and isinstance(decision, str) else None
@@ -97,11 +103,8 @@ def decision_record(
 def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
     """What a client's decision adds to allow/deny (``answers``, ``suggestion``, ``interrupt``),
     as the gateway checked it; ``{}`` when absent or malformed."""
-    try:
-        body = orjson.loads(raw) if raw is not None else None
-    except orjson.JSONDecodeError:
-        return {}
-    if not isinstance(body, dict):
+    body = _object(raw)
+    if body is None:
         return {}
     extra: dict[str, Any] = {}
     if isinstance(body.get("answers"), dict):
@@ -114,13 +117,8 @@ def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
 
 
 def parse_decision(raw: bytes | str | None) -> tuple[str, str | None] | None:
-    if raw is None:
-        return None
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(body, dict) or not isinstance(body.get("decision"), str):
+    body = _object(raw)
+    if body is None or not isinstance(body.get("decision"), str):
         return None
     message = body.get("message")
     return body["decision"], message if isinstance(message, str) else None

@@ -2,8 +2,9 @@
 
 A gateway XADDs a :class:`Command` to ``{ns}:cmd:<host>`` (consumer group ``collectors``);
 the host's collector executes it and XADDs a :class:`Reply` to ``{ns}:reply:<gatewayId>``;
-the gateway turns the reply into the client's frame with :func:`client_frame`. Both
-sides import this module, so the stream fields are defined once.
+the gateway turns the reply into the client's frame
+(:func:`relaybus.gateway.frames.client_frame`). Both sides import this module, so the stream
+fields are defined once.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-
-from relaybus.shared.wire.errors import ErrorCode
 
 PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
@@ -38,22 +37,6 @@ CAP_PROMPTS = "prompts"
 #: ``Reply.data`` flag of a second reply: the command failed after its first (ok) reply.
 LATE = "late"
 MAX_MESSAGE_CHARS = 100_000
-
-#: Refusals are ``error`` frames, except a refused interrupt (``interrupt_ack``) and a new
-#: conversation's own outcome (``new_conversation_ack``); see :func:`refusal`.
-INTERRUPT_ACK_CODES = frozenset(
-    {ErrorCode.NO_ACTIVE_TURN, ErrorCode.INTERRUPT_UNAVAILABLE, ErrorCode.BRIDGE_ERROR}
-)
-#: Codes the gateway decides: a new conversation refused so gets an ``error`` frame.
-GATEWAY_CODES = frozenset(
-    {
-        ErrorCode.FORBIDDEN,
-        ErrorCode.UNKNOWN_SESSION,
-        ErrorCode.HOST_OFFLINE,
-        ErrorCode.TIMEOUT,
-        ErrorCode.INVALID_MESSAGE,
-    }
-)
 
 
 class EnvelopeError(ValueError):
@@ -149,71 +132,6 @@ class Reply:
             message=body.get("message") if isinstance(body.get("message"), str) else None,
             data=data if isinstance(data, dict) else {},
         )
-
-
-def _with_ids(
-    frame: dict[str, Any], request_id: str | None, trace_id: str | None
-) -> dict[str, Any]:
-    if request_id is not None:
-        frame["requestId"] = request_id
-    if trace_id:
-        frame["traceId"] = trace_id
-    return frame
-
-
-def refusal(
-    command_type: str,
-    code: str,
-    message: str,
-    *,
-    request_id: str | None = None,
-    trace_id: str | None = None,
-    session_id: str | None = None,
-) -> dict[str, Any]:
-    """The client frame for a failed command (without ``seqId``).
-
-    Every refused interrupt is an ``interrupt_ack{ok:false, errorCode}`` (the frame a seed
-    client reads); a new conversation's own outcome is a ``new_conversation_ack{ok:false}``;
-    other refusals are ``error`` frames.
-    """
-    frame: dict[str, Any]
-    if command_type == INTERRUPT:
-        frame = {"type": "interrupt_ack", "ok": False, "errorCode": code, "message": message}
-        if session_id:
-            frame["sessionId"] = session_id
-    elif command_type == NEW_CONVERSATION and code not in GATEWAY_CODES:
-        frame = {"type": "new_conversation_ack", "ok": False, "errorCode": code, "message": message}
-    else:
-        frame = {"type": "error", "code": code, "message": message}
-    return _with_ids(frame, request_id, trace_id)
-
-
-def client_frame(command: Command, reply: Reply) -> dict[str, Any]:
-    """The client frame answering ``command`` (without ``seqId``, which the gateway adds)."""
-    rid, trace = command.request_id, command.trace_id
-    if not reply.ok:
-        return refusal(
-            command.type,
-            reply.code or ErrorCode.BRIDGE_ERROR,
-            reply.message or "command failed",
-            request_id=rid,
-            trace_id=trace,
-            session_id=command.session_id,
-        )
-    if command.type == PROMPT:
-        frame: dict[str, Any] = {
-            "type": "prompt_sent",
-            "message": command.payload.get("message", ""),
-            "sessionId": command.session_id,
-        }
-    elif command.type == INTERRUPT:
-        frame = {"type": "interrupt_ack", "ok": True, "sessionId": command.session_id}
-    elif command.type == SET_PERMISSION_MODE:
-        frame = {"type": "permission_mode_ack", "ok": True, "sessionId": command.session_id}
-        frame.update({k: reply.data[k] for k in ("mode", "driver", "appliesTo") if k in reply.data})
-    else:
-        frame = {"type": "new_conversation_ack", "ok": True, **reply.data}
-    return _with_ids(frame, rid, trace)
 
 
 def host_capabilities(heartbeat: bytes | str | None) -> list[str]:

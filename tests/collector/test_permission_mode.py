@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 from relaybus.collector.session_state import SessionState
-from relaybus.gateway.requests.listing import session_info
+from relaybus.gateway.frames import session_info
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.transcript import projection
 from tests.collector.test_sessions import kinds, plan_of

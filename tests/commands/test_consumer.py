@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from relaybus.collector.commands import CommandConsumer
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.metrics import CollectorMetrics
+from relaybus.gateway.frames import client_frame
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.command_streams import ensure_group, session_route
 from relaybus.shared.store.connection import connect
@@ -373,7 +374,7 @@ async def test_a_run_that_fails_after_taking_the_prompt_sends_a_late_reply(
     second = await wait_for(late, what="the late failure")
     assert (second.ok, second.code) == (False, ErrorCode.PROMPT_FAILED)
     assert second.message is not None and "stand-in refusal" in second.message
-    assert c.client_frame(cmd, second)["type"] == "error"
+    assert client_frame(cmd, second)["type"] == "error"
 
 
 async def test_a_prompt_while_the_interrupted_run_exits_is_queued(

@@ -1,4 +1,5 @@
-"""The command/reply envelopes shared by gateways and collectors."""
+"""The command/reply envelopes shared by gateways and collectors, and the client frames the
+gateway answers them with."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from relaybus.gateway import frames as f
 from relaybus.shared.wire import commands as c
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 from relaybus.shared.wire.errors import ErrorCode
@@ -59,7 +61,7 @@ def test_reply_round_trips_through_stream_fields() -> None:
 
 def test_prompt_ok_becomes_prompt_sent_with_request_and_trace_ids() -> None:
     """A successful prompt is answered prompt_sent echoing the message."""
-    frame = c.client_frame(_cmd(), Reply("cmd-1", True))
+    frame = f.client_frame(_cmd(), Reply("cmd-1", True))
     assert frame == {
         "type": "prompt_sent",
         "message": "hi",
@@ -71,14 +73,14 @@ def test_prompt_ok_becomes_prompt_sent_with_request_and_trace_ids() -> None:
 
 def test_prompt_failure_becomes_error_frame() -> None:
     """A refused prompt is an error frame with the collector's code."""
-    frame = c.client_frame(_cmd(), Reply.failure("cmd-1", ErrorCode.BUSY, "busy"))
+    frame = f.client_frame(_cmd(), Reply.failure("cmd-1", ErrorCode.BUSY, "busy"))
     assert frame["type"] == "error" and frame["code"] == "busy" and frame["requestId"] == "r-1"
 
 
-@pytest.mark.parametrize("code", sorted(c.INTERRUPT_ACK_CODES))
+@pytest.mark.parametrize("code", sorted(f.INTERRUPT_ACK_CODES))
 def test_interrupt_codes_become_interrupt_ack(code: str) -> None:
     """The seed's interrupt codes are interrupt_ack{ok:false, errorCode}."""
-    frame = c.client_frame(_cmd(c.INTERRUPT), Reply.failure("cmd-1", code, "no"))
+    frame = f.client_frame(_cmd(c.INTERRUPT), Reply.failure("cmd-1", code, "no"))
     assert frame["type"] == "interrupt_ack" and frame["ok"] is False and frame["errorCode"] == code
 
 
@@ -86,14 +88,14 @@ def test_gateway_refusals_are_errors_except_for_interrupts() -> None:
     """host_offline/timeout/unknown_session are error frames, but interrupt_ack for an interrupt."""
     for type_ in sorted(c.COMMAND_TYPES - {c.INTERRUPT}):
         for code in (ErrorCode.FORBIDDEN, ErrorCode.HOST_OFFLINE, ErrorCode.TIMEOUT):
-            assert c.refusal(type_, code, "m", request_id="r")["type"] == "error"
+            assert f.refusal(type_, code, "m", request_id="r")["type"] == "error"
     for code in (
         ErrorCode.HOST_OFFLINE,
         ErrorCode.TIMEOUT,
         ErrorCode.UNKNOWN_SESSION,
         ErrorCode.PROMPTS_DISABLED,
     ):
-        frame = c.refusal(c.INTERRUPT, code, "m", request_id="r", session_id="s")
+        frame = f.refusal(c.INTERRUPT, code, "m", request_id="r", session_id="s")
         assert frame == {
             "type": "interrupt_ack",
             "ok": False,
@@ -107,7 +109,7 @@ def test_gateway_refusals_are_errors_except_for_interrupts() -> None:
 def test_new_conversation_outcomes_are_acks() -> None:
     """new_conversation answers new_conversation_ack, ok or with an errorCode."""
     cmd = _cmd(c.NEW_CONVERSATION, session_id="", payload={})
-    ok = c.client_frame(
+    ok = f.client_frame(
         cmd, Reply("cmd-1", True, data={"sessionId": "s", "host": "h", "cwd": "/w"})
     )
     assert ok == {
@@ -119,5 +121,5 @@ def test_new_conversation_outcomes_are_acks() -> None:
         "requestId": "r-1",
         "traceId": "t-1",
     }
-    bad = c.client_frame(cmd, Reply.failure("cmd-1", ErrorCode.CWD_NOT_ALLOWED, "no"))
+    bad = f.client_frame(cmd, Reply.failure("cmd-1", ErrorCode.CWD_NOT_ALLOWED, "no"))
     assert bad["type"] == "new_conversation_ack" and bad["errorCode"] == "cwd_not_allowed"

@@ -15,6 +15,7 @@ from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
 from tests.support.approvals import HookStarter, hook_input, session_with_tool
 from tests.support.collector_records import Entries
+from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
 from tests.support.push_service import Accepted, PushServiceStandIn
@@ -165,17 +166,37 @@ async def test_a_notification_titles_a_session_as_the_listing_does(
     admin: aioredis.Redis,
     push_service: PushServiceStandIn,
 ) -> None:
-    """A session without a title Claude Code wrote is named by its cwd basename (as the
-    listing and the session header do), never by its first prompt."""
+    """A title Claude Code wrote names the notification; a session with only a first prompt
+    (or a prompt stored as a title) is named by its cwd basename, never by the prompt, the
+    list showing that prompt as firstPrompt and no title (one rule, gateway.frames)."""
     settings = make_settings(server.url, namespace, push_endpoint_allow=push_service.host)
     pub = Publisher(admin, keys)
     async with running_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.http) as http:
         push_service.vapid_public = (await http.get("/push/key")).json()["publicKey"]
         reader = push_service.device("reader")
         await subscribe(gw, reader.subscription(), token="ro-token")
-        sid = "sess-untitled"
-        await pub.start_session(sid, cwd="/work/parser-fix")
-        await admin.hset(keys.session(sid), "firstPrompt", "please fix the parser")
-        await pub.turn(sid, "waiting")
-        [push] = await _wait(push_service, "reader", 1)
-        assert push.payload["title"] == "Waiting: parser-fix"
+        await pub.start_session("titled", cwd="/work/titled-dir")
+        await admin.hset(
+            keys.session("titled"),
+            mapping={"title": "Parser fix", "titleRank": "5", "firstPrompt": "fix it"},
+        )
+        await pub.start_session("prompted", cwd="/work/prompted-dir")
+        await admin.hset(keys.session("prompted"), "firstPrompt", "please fix the parser")
+        await pub.start_session("old", cwd="/work/old-dir")
+        await admin.hset(keys.session("old"), mapping={"title": "an old prompt", "titleRank": "1"})
+        for sid in ("titled", "prompted", "old"):
+            await pub.turn(sid, "waiting")
+        pushes = await _wait(push_service, "reader", 3)
+        async with WsClient(gw.ws, token="full-token") as c:
+            await c.hello([])
+            await c.send({"type": "list_sessions"})
+            listed = {s["id"]: s for s in (await c.expect("sessions"))["sessions"]}
+    assert sorted(str(p.payload["title"]) for p in pushes) == [
+        "Waiting: Parser fix",
+        "Waiting: old-dir",
+        "Waiting: prompted-dir",
+    ]
+    assert listed["titled"]["title"] == "Parser fix"
+    assert "title" not in listed["prompted"] and "title" not in listed["old"]
+    assert listed["prompted"]["firstPrompt"] == "please fix the parser"
+    assert listed["old"]["firstPrompt"] == "an old prompt"
