@@ -10,7 +10,8 @@ reply stream, with a cap and an expiry) and the XACK are one transaction.
 Each command runs in a task of its own (up to :data:`MAX_IN_FLIGHT`), so a prompt waiting
 for its run to take it never holds up another session's commands. Commands of one session
 start in stream order: each waits until the previous one finished or released the order
-(``relaybus.collector.drivers.release_session_order``: a prompt does once its run exists).
+(the handler's :data:`~relaybus.collector.drivers.Release`: a prompt calls it once its run
+exists).
 
 (Just over 300 lines: the consumer loop, its at-most-once record and its reply are one protocol.)
 """
@@ -26,7 +27,7 @@ import redis.asyncio as aioredis
 from prometheus_client import Counter
 from redis.exceptions import ResponseError
 
-from relaybus.collector.drivers import SESSION_ORDER
+from relaybus.collector.drivers import Release
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.notices import TurnNotices
 from relaybus.collector.drivers.permission_mode import ModeSwitcher
@@ -44,7 +45,10 @@ from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Command], Awaitable[Reply]]
+#: Executes a command; its :data:`Release` lets the session's next command start early.
+Handler = Callable[[Command, Release], Awaitable[Reply]]
+#: Executes a command that holds its session's order until it answered.
+Executor = Callable[[Command], Awaitable[Reply]]
 
 RUNNING = b"running"
 CLAIM_IDLE_MS = 30_000
@@ -53,6 +57,15 @@ MAX_BACKOFF_S = 5.0
 MAX_IN_FLIGHT = 64
 #: On stop, commands still running get this long to answer.
 DRAIN_S = 5.0
+
+
+def in_order(execute: Executor) -> Handler:
+    """``execute`` as a :data:`Handler` that never releases the order early."""
+
+    async def handler(cmd: Command, _release: Release) -> Reply:
+        return await execute(cmd)
+
+    return handler
 
 
 def count(counter: Counter, known: Mapping[str, object], cmd_type: str, outcome: str) -> None:
@@ -166,8 +179,7 @@ class CommandConsumer:
         try:
             if after is not None:
                 await asyncio.shield(after)
-            SESSION_ORDER.set(release)
-            await self._handle(entry_id, fields)
+            await self._handle(entry_id, fields, release)
         except REDIS_UNAVAILABLE as exc:
             log.warning("command %s not answered (%s); it stays pending", entry_id, exc)
             self._lost = True
@@ -208,7 +220,9 @@ class CommandConsumer:
                     handled += 1
         return handled
 
-    async def _handle(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
+    async def _handle(
+        self, entry_id: bytes, fields: Mapping[bytes, bytes], release: Release
+    ) -> None:
         try:
             cmd = Command.from_fields(fields)
         except EnvelopeError as exc:
@@ -223,7 +237,7 @@ class CommandConsumer:
                 Reply.failure(cmd.id, ErrorCode.INVALID_MESSAGE, "invalid session id"),
             )
         else:
-            outcome, reply = await self._execute_once(cmd)
+            outcome, reply = await self._execute_once(cmd, release)
         reply_stream = self._keys.reply(cmd.gateway_id)
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.xadd(reply_stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
@@ -240,7 +254,7 @@ class CommandConsumer:
             outcome,
         )
 
-    async def _execute_once(self, cmd: Command) -> tuple[str, Reply]:
+    async def _execute_once(self, cmd: Command, release: Release) -> tuple[str, Reply]:
         if now_ms() > cmd.deadline_ms:
             return "expired", Reply.failure(
                 cmd.id, ErrorCode.TIMEOUT, "the command expired before it ran"
@@ -262,7 +276,7 @@ class CommandConsumer:
             )
         else:
             try:
-                reply = await handler(cmd)
+                reply = await handler(cmd, release)
             except Exception:
                 log.exception("command %s (%s) failed", cmd.id, cmd.type)
                 reply = Reply.failure(
@@ -285,7 +299,7 @@ class CollectorCommands:
         commands_total: Counter,
         inbox: Inbox,
         *,
-        extra_handlers: Mapping[str, Handler] | None = None,
+        extra_handlers: Mapping[str, Executor] | None = None,
     ) -> None:
         self._settings = settings
         self._counter = commands_total
@@ -300,10 +314,10 @@ class CollectorCommands:
         client = connect(self._settings, block_ms=block_ms)
         controller = Controller(self._settings, client, self.notices)
         handlers: dict[str, Handler] = dict.fromkeys(wire.COMMAND_TYPES, controller.execute)
-        handlers[wire.SET_PERMISSION_MODE] = ModeSwitcher(
-            self._settings, client, controller, self._inbox
-        ).execute
-        handlers.update(self._extra)
+        handlers[wire.SET_PERMISSION_MODE] = in_order(
+            ModeSwitcher(self._settings, client, controller, self._inbox).execute
+        )
+        handlers.update((t, in_order(execute)) for t, execute in self._extra.items())
         consumer = CommandConsumer(
             client, self._settings, handlers, self._counter, block_ms=block_ms
         )
