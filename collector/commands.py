@@ -289,8 +289,8 @@ class CommandConsumer:
 class CollectorCommands:
     """The collector's command side: consumer, drivers, turn notices and the traceId window.
 
-    ``run`` is the command task; turn notices go into the engine's ``inbox`` and the
-    publisher labels events with ``traces``.
+    ``run`` is the command task; turn notices go into the engine's ``inbox`` and remember
+    prompts' traceIds in ``traces`` (the publisher's, which labels events with them).
     """
 
     def __init__(
@@ -298,6 +298,7 @@ class CollectorCommands:
         settings: Settings,
         commands_total: Counter,
         inbox: Inbox,
+        traces: TraceMap,
         *,
         extra_handlers: Mapping[str, Executor] | None = None,
     ) -> None:
@@ -305,8 +306,7 @@ class CollectorCommands:
         self._counter = commands_total
         #: Command types served outside the drivers (``permission_decision``: approvals).
         self._extra = dict(extra_handlers or {})
-        self.traces = TraceMap()
-        self.notices = TurnNotices(self.traces, inbox)
+        self.notices = TurnNotices(traces, inbox)
         self._inbox = inbox
 
     async def run(self, stop: asyncio.Event) -> None:

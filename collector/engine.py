@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -52,8 +52,11 @@ class Engine:
         publisher: Publisher,
         metrics: CollectorMetrics,
         *,
-        wake: Callable[[], None] = lambda: None,
+        inbox: Inbox | None = None,
+        observers: Sequence[SessionObserver] = (),
     ) -> None:
+        """``inbox``: the changes other tasks queue (whose wake-up wakes the engine task);
+        ``observers``: told of live statuses and tool results, in order."""
         self.settings = settings
         self.pub = publisher
         self.metrics = metrics
@@ -62,8 +65,8 @@ class Engine:
         self.sessions_dir = self.root / "sessions"
         self.sessions = SessionCache(publisher.client, publisher.keys, publisher.host)
         #: Changes from other tasks, applied by :meth:`apply_inbox` each loop.
-        self.inbox = Inbox(wake)
-        self.observers: list[SessionObserver] = []
+        self.inbox = inbox if inbox is not None else Inbox(lambda: None)
+        self.observers = tuple(observers)
         self.filesync = FileSync(publisher, Projector(settings, metrics), self, self.root)
         self.live_pids: dict[str, int] = {}
         #: Sessions whose live-process file is gone while their process still runs.

@@ -93,7 +93,7 @@ class FileSync:
         #: with, when): tried again when the file changes or after :data:`RETRY_S`.
         self.failed: dict[str, tuple[tuple[int, int, int, float] | None, float]] = {}
         #: Files a failover rewound (:meth:`verify`) that the driver must read again.
-        self.reread: set[Path] = set()
+        self._reread: set[Path] = set()
         self._real_root = os.path.realpath(root)
 
     def _inside(self, path: Path) -> bool:
@@ -436,7 +436,7 @@ class FileSync:
         replica never got them). Nobody else may know: every gateway that sent them may be
         gone. The rewind is recorded from the lowest lost seq (``relaybus.shared.store.rewinds``)
         before any of those files is read again from the offset Redis holds (the files are
-        the source of truth); they are then in :attr:`reread` for the driver.
+        the source of truth); :meth:`take_reread` then hands them to the driver.
         """
         entries = list(self.files.values())
         if also is not None and also not in entries:
@@ -456,7 +456,12 @@ class FileSync:
         for _, e, v in behind:
             self._adopt(e, v, lost=True)
             if e.tp.key in self.files:
-                self.reread.add(e.tail.path)
+                self._reread.add(e.tail.path)
+
+    def take_reread(self) -> set[Path]:
+        """The files a failover rewound since the last call, to be read again."""
+        taken, self._reread = self._reread, set()
+        return taken
 
     def _adopt(self, entry: FileEntry, committed: str, *, lost: bool = False) -> None:
         """Someone (our own earlier self, whose reply was lost) committed already, or a

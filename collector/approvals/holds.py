@@ -16,6 +16,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -214,6 +215,9 @@ class Approvals:
             )
             if call is not None and not call[1]:
                 tool_use_id = call[0]
+        rematch = None
+        if tool_use_id is None and transcript is not None:
+            rematch = partial(preview.call_after, transcript, offset, name, tool_input)
         held = Held(
             key,
             sid,
@@ -221,6 +225,7 @@ class Approvals:
             loop.create_future(),
             tool_use_id,
             saw_waiting=self._live.get(sid) == "waiting",
+            rematch=rematch,
             pid=_asker_pid(s, sid),
         )
         described = await asks.describe(
@@ -233,8 +238,6 @@ class Approvals:
             tool_use_id=tool_use_id,
             tmux=self.tmux,
         )
-        if tool_use_id is None and transcript is not None:
-            held.rematch = lambda ids: preview.call_after(transcript, offset, name, tool_input, ids)
         self.held[key] = held
         try:
             await records.index(sid, key, name, expires, described.index())
