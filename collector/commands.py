@@ -35,9 +35,9 @@ from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.command_streams import ensure_group
+from relaybus.shared.store.command_streams import ensure_group, queue_reply
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, connect
-from relaybus.shared.store.keys import DONE_TTL_S, GROUP, REPLY_MAXLEN, REPLY_TTL_S, Keys
+from relaybus.shared.store.keys import DONE_TTL_S, GROUP, Keys
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 from relaybus.shared.wire.errors import ErrorCode
@@ -238,10 +238,8 @@ class CommandConsumer:
             )
         else:
             outcome, reply = await self._execute_once(cmd, release)
-        reply_stream = self._keys.reply(cmd.gateway_id)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.xadd(reply_stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.expire(reply_stream, REPLY_TTL_S)
+            queue_reply(pipe, self._keys, cmd.gateway_id, reply)
             pipe.xack(self._stream, GROUP, entry_id)
             await pipe.execute()
         count(self._counter, self._handlers, cmd.type, outcome)

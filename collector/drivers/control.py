@@ -32,8 +32,8 @@ from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.command_streams import session_route
-from relaybus.shared.store.keys import REPLY_MAXLEN, REPLY_TTL_S, RESERVATION_TTL_S, Keys
+from relaybus.shared.store.command_streams import queue_reply, session_route
+from relaybus.shared.store.keys import RESERVATION_TTL_S, Keys
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, Reply
@@ -211,11 +211,9 @@ class Controller:
     async def _late_failure(self, cmd: Command, code: str, message: str) -> None:
         """A run failed after ``prompt_sent``: a second reply the gateway turns into ``error``."""
         reply = Reply(cmd.id, False, code, message, data={wire.LATE: True})
-        stream = self._keys.reply(cmd.gateway_id)
         try:
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.xadd(stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-                pipe.expire(stream, REPLY_TTL_S)
+                queue_reply(pipe, self._keys, cmd.gateway_id, reply)
                 await pipe.execute()
         except Exception:
             log.exception("could not report the failed run of %s", cmd.session_id)
