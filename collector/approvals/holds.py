@@ -4,9 +4,6 @@ See the package docstring (``relaybus.collector.approvals``) for how a request e
 held request's ``permission_request``/``permission_resolved`` events and the session's
 turn change are applied by the engine task (:class:`ApprovalEvent` in its inbox); their
 Redis records are :mod:`.records`.
-
-Over 300 lines: a request's admission, matching, hold and end are one state machine over
-the same table of held requests, which the engine's observer callbacks also read.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from relaybus.collector.approvals import asks, endpoint, preview
 from relaybus.collector.approvals.records import Decision, Records
 from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.collector.inbox import Inbox, SessionWriter
-from relaybus.collector.session_state import turn_changed
+from relaybus.collector.session_state import SessionUpdate
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
@@ -94,17 +91,12 @@ class ApprovalEvent:
         if self.cancelled:
             return
         state = (await writer.session(self.sid)).clone()
-        events = list(self.events)
-        h: dict[str, str] = {}
+        update = SessionUpdate(self.sid, list(self.events))
         change = state.turn.on_approval(
             self.waiting_for(self.sid), now_ms(), answered=self.answered
         )
-        while change is not None:
-            status, status_h = turn_changed(self.sid, change)
-            events.append(status)
-            h.update(status_h)
-            change = state.turn.settle(now_ms())
-        await writer.commit(state, events, h)
+        update.settle(state.turn, change, now_ms())
+        await writer.commit(state, update.events, update.hash)
         if self.published is not None and not self.published.done():
             self.published.set_result(None)
 
