@@ -12,8 +12,6 @@ for its run to take it never holds up another session's commands. Commands of on
 start in stream order: each waits until the previous one finished or released the order
 (the handler's :data:`~relaybus.collector.drivers.Release`: a prompt calls it once its run
 exists).
-
-(Just over 300 lines: the consumer loop, its at-most-once record and its reply are one protocol.)
 """
 
 from __future__ import annotations

@@ -8,9 +8,6 @@ atomically with the new offset; the next batch is prepared while Redis runs the 
 one. Refusals (:class:`~relaybus.shared.store.appendlog.EpochChanged`) and connection
 errors propagate to the driver; an :class:`~relaybus.shared.store.appendlog.OffsetConflict`
 is settled here by adopting the committed offset, so nothing is published twice.
-
-Over 300 lines because a file's open, backfill, pipelined drain and settle all move the
-same cursor and committed offset: split, each part would reach into the other's state.
 """
 
 from __future__ import annotations
