@@ -374,14 +374,13 @@ class FileSync:
     ) -> _Pending:
         """Plan a batch on the state the batch in flight (if any) will leave."""
         state = after.plan.state if after is not None else await self.owner.session(sid)
-        plan = self.projector.plan(
-            state, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
+        plan = self.projector.plan_batch(
+            state,
+            lines,
+            agent_id=entry.tp.agent_id,
+            parent=entry.parent_tool_use_id(),
+            encode=True,
         )
-        projected, encoded = self.projector.project(lines, plan)
-        plan.prime(projected)
-        for p, ev in zip(projected, encoded, strict=True):
-            plan.line(p, ev)
-        plan.finish()
         if entry.tail.restarted is not None and entry.tail.offset == 0:
             plan.events.insert(
                 0, line_event(sid, restart_event(entry.tp.key, entry.tail.restarted))
