@@ -28,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from relaybus.shared.wire.json_object import json_object
+
 #: Command type (gateway -> ``{ns}:cmd:<host>``) delivering a decision to the holding collector.
 PERMISSION_DECISION = "permission_decision"
 
@@ -57,13 +59,8 @@ def resolved_record(request_key: str, decision: str, resolved_ms: int) -> bytes:
 
 def parse_resolved(raw: bytes | str | None) -> tuple[str, str] | None:
     """(requestKey, decision) of a :func:`resolved_record`, ``None`` if absent or malformed."""
-    if raw is None:
-        return None
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(body, dict):
+    body = json_object(raw)
+    if body is None:
         return None
     key, decision = body.get("requestKey"), body.get("decision")
     return (key, decision) if isinstance(key, str) and isinstance(decision, str) else None
@@ -97,11 +94,8 @@ def decision_record(
 def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
     """What a client's decision adds to allow/deny (``answers``, ``suggestion``, ``interrupt``),
     as the gateway checked it; ``{}`` when absent or malformed."""
-    try:
-        body = orjson.loads(raw) if raw is not None else None
-    except orjson.JSONDecodeError:
-        return {}
-    if not isinstance(body, dict):
+    body = json_object(raw)
+    if body is None:
         return {}
     extra: dict[str, Any] = {}
     if isinstance(body.get("answers"), dict):
@@ -114,13 +108,8 @@ def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
 
 
 def parse_decision(raw: bytes | str | None) -> tuple[str, str | None] | None:
-    if raw is None:
-        return None
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(body, dict) or not isinstance(body.get("decision"), str):
+    body = json_object(raw)
+    if body is None or not isinstance(body.get("decision"), str):
         return None
     message = body.get("message")
     return body["decision"], message if isinstance(message, str) else None
