@@ -142,13 +142,6 @@ def _window(
         n_lines *= 4
 
 
-def _plan(projector: Projector, plan: BatchPlan, lines: list[Line]) -> None:
-    projected, _ = projector.project(lines)
-    plan.prime(projected)
-    for p in projected:
-        plan.line(p)
-
-
 def _split(
     projector: Projector,
     plan: BatchPlan,
@@ -173,11 +166,11 @@ def _split(
             or (h.has_entrypoint and not st.entrypoint)
             or (h.uuid is not None and h.uuid in st.pending_summaries)
         ):
-            _plan(projector, plan, [ln])  # one at a time: it may change what matters next
+            projector.feed(plan, [ln])  # one at a time: it may change what matters next
             projected += 1
     read, last = scan.read, start
     for lines in _batches(path, ident, start, end, max_line_bytes, abandon):
-        _plan(projector, plan, lines)
+        projector.feed(plan, lines)
         read += len(lines)
         projected += len(lines)
         last = lines[-1].end
@@ -300,7 +293,7 @@ def _whole(
     """Every line projected and planned, in bounded batches."""
     read, last = 0, 0
     for lines in _batches(path, ident, 0, end, projector.settings.max_line_bytes, abandon):
-        _plan(projector, plan, lines)
+        projector.feed(plan, lines)
         read += len(lines)
         last = lines[-1].end
     plan.finish()

@@ -15,8 +15,8 @@ from typing import Any
 from relaybus.collector.session_state import (
     FIRST_PROMPT_RANK,
     SessionState,
+    SessionUpdate,
     line_event,
-    turn_changed,
     updated_event,
 )
 from relaybus.collector.turns import IDLE, WORKING, TurnChange
@@ -204,12 +204,11 @@ class BatchPlan:
             b.get("kind") == "tool_result" for b in blocks
         )
         change = st.turn.on_line(turn, ts, activity=activity)
-        while change is not None:
-            if not self.collapse:
-                status, status_h = turn_changed(st.sid, change)
-                self.events.append(status)
-                self.hash.update(status_h)
-            change = st.turn.settle(ts)
+        if change is not None and not self.collapse:
+            SessionUpdate(st.sid, self.events, self.hash).settle(st.turn, change, ts)
+        else:
+            while change is not None:  # collapsed: finish() tells the final state alone
+                change = st.turn.settle(ts)
 
     def _may_start(self, p: Projected, sidechain: bool) -> bool:
         if self.state.end_reason != "exit":
@@ -229,9 +228,7 @@ class BatchPlan:
             t = st.turn
             if t.state and (t.state, t.waiting_for) != (orig.turn.state, orig.turn.waiting_for):
                 change = TurnChange(t.state, t.since, t.waiting_for)
-                status, status_h = turn_changed(st.sid, change)
-                tail.append(status)
-                self.hash.update(status_h)
+                SessionUpdate(st.sid, tail, self.hash).turn(change)
             self.events = head + list(self._kept) + tail
             self.published = len(self._kept)
         if self.activity_ms is None:

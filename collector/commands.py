@@ -10,9 +10,8 @@ reply stream, with a cap and an expiry) and the XACK are one transaction.
 Each command runs in a task of its own (up to :data:`MAX_IN_FLIGHT`), so a prompt waiting
 for its run to take it never holds up another session's commands. Commands of one session
 start in stream order: each waits until the previous one finished or released the order
-(``relaybus.collector.drivers.release_session_order``: a prompt does once its run exists).
-
-(Just over 300 lines: the consumer loop, its at-most-once record and its reply are one protocol.)
+(the handler's :data:`~relaybus.collector.drivers.Release`: a prompt calls it once its run
+exists).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import redis.asyncio as aioredis
 from prometheus_client import Counter
 from redis.exceptions import ResponseError
 
-from relaybus.collector.drivers import SESSION_ORDER
+from relaybus.collector.drivers import Release
 from relaybus.collector.drivers.control import Controller
 from relaybus.collector.drivers.notices import TurnNotices
 from relaybus.collector.drivers.permission_mode import ModeSwitcher
@@ -34,9 +33,9 @@ from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.command_streams import ensure_group
+from relaybus.shared.store.command_streams import ensure_group, queue_reply
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, connect
-from relaybus.shared.store.keys import DONE_TTL_S, GROUP, REPLY_MAXLEN, REPLY_TTL_S, Keys
+from relaybus.shared.store.keys import DONE_TTL_S, GROUP, Keys
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, EnvelopeError, Reply
 from relaybus.shared.wire.errors import ErrorCode
@@ -44,7 +43,10 @@ from relaybus.shared.wire.ids import valid_session_id
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Command], Awaitable[Reply]]
+#: Executes a command; its :data:`Release` lets the session's next command start early.
+Handler = Callable[[Command, Release], Awaitable[Reply]]
+#: Executes a command that holds its session's order until it answered.
+Executor = Callable[[Command], Awaitable[Reply]]
 
 RUNNING = b"running"
 CLAIM_IDLE_MS = 30_000
@@ -53,6 +55,15 @@ MAX_BACKOFF_S = 5.0
 MAX_IN_FLIGHT = 64
 #: On stop, commands still running get this long to answer.
 DRAIN_S = 5.0
+
+
+def in_order(execute: Executor) -> Handler:
+    """``execute`` as a :data:`Handler` that never releases the order early."""
+
+    async def handler(cmd: Command, _release: Release) -> Reply:
+        return await execute(cmd)
+
+    return handler
 
 
 def count(counter: Counter, known: Mapping[str, object], cmd_type: str, outcome: str) -> None:
@@ -166,8 +177,7 @@ class CommandConsumer:
         try:
             if after is not None:
                 await asyncio.shield(after)
-            SESSION_ORDER.set(release)
-            await self._handle(entry_id, fields)
+            await self._handle(entry_id, fields, release)
         except REDIS_UNAVAILABLE as exc:
             log.warning("command %s not answered (%s); it stays pending", entry_id, exc)
             self._lost = True
@@ -208,7 +218,9 @@ class CommandConsumer:
                     handled += 1
         return handled
 
-    async def _handle(self, entry_id: bytes, fields: Mapping[bytes, bytes]) -> None:
+    async def _handle(
+        self, entry_id: bytes, fields: Mapping[bytes, bytes], release: Release
+    ) -> None:
         try:
             cmd = Command.from_fields(fields)
         except EnvelopeError as exc:
@@ -223,11 +235,9 @@ class CommandConsumer:
                 Reply.failure(cmd.id, ErrorCode.INVALID_MESSAGE, "invalid session id"),
             )
         else:
-            outcome, reply = await self._execute_once(cmd)
-        reply_stream = self._keys.reply(cmd.gateway_id)
+            outcome, reply = await self._execute_once(cmd, release)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.xadd(reply_stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.expire(reply_stream, REPLY_TTL_S)
+            queue_reply(pipe, self._keys, cmd.gateway_id, reply)
             pipe.xack(self._stream, GROUP, entry_id)
             await pipe.execute()
         count(self._counter, self._handlers, cmd.type, outcome)
@@ -240,7 +250,7 @@ class CommandConsumer:
             outcome,
         )
 
-    async def _execute_once(self, cmd: Command) -> tuple[str, Reply]:
+    async def _execute_once(self, cmd: Command, release: Release) -> tuple[str, Reply]:
         if now_ms() > cmd.deadline_ms:
             return "expired", Reply.failure(
                 cmd.id, ErrorCode.TIMEOUT, "the command expired before it ran"
@@ -262,7 +272,7 @@ class CommandConsumer:
             )
         else:
             try:
-                reply = await handler(cmd)
+                reply = await handler(cmd, release)
             except Exception:
                 log.exception("command %s (%s) failed", cmd.id, cmd.type)
                 reply = Reply.failure(
@@ -275,8 +285,8 @@ class CommandConsumer:
 class CollectorCommands:
     """The collector's command side: consumer, drivers, turn notices and the traceId window.
 
-    ``run`` is the command task; turn notices go into the engine's ``inbox`` and the
-    publisher labels events with ``traces``.
+    ``run`` is the command task; turn notices go into the engine's ``inbox`` and remember
+    prompts' traceIds in ``traces`` (the publisher's, which labels events with them).
     """
 
     def __init__(
@@ -284,15 +294,15 @@ class CollectorCommands:
         settings: Settings,
         commands_total: Counter,
         inbox: Inbox,
+        traces: TraceMap,
         *,
-        extra_handlers: Mapping[str, Handler] | None = None,
+        extra_handlers: Mapping[str, Executor] | None = None,
     ) -> None:
         self._settings = settings
         self._counter = commands_total
         #: Command types served outside the drivers (``permission_decision``: approvals).
         self._extra = dict(extra_handlers or {})
-        self.traces = TraceMap()
-        self.notices = TurnNotices(self.traces, inbox)
+        self.notices = TurnNotices(traces, inbox)
         self._inbox = inbox
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -300,10 +310,10 @@ class CollectorCommands:
         client = connect(self._settings, block_ms=block_ms)
         controller = Controller(self._settings, client, self.notices)
         handlers: dict[str, Handler] = dict.fromkeys(wire.COMMAND_TYPES, controller.execute)
-        handlers[wire.SET_PERMISSION_MODE] = ModeSwitcher(
-            self._settings, client, controller, self._inbox
-        ).execute
-        handlers.update(self._extra)
+        handlers[wire.SET_PERMISSION_MODE] = in_order(
+            ModeSwitcher(self._settings, client, controller, self._inbox).execute
+        )
+        handlers.update((t, in_order(execute)) for t, execute in self._extra.items())
         consumer = CommandConsumer(
             client, self._settings, handlers, self._counter, block_ms=block_ms
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -24,7 +24,7 @@ from relaybus.collector.paths import classify
 from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.session_cache import SessionCache
-from relaybus.collector.session_state import SessionState, end_events, turn_changed
+from relaybus.collector.session_state import SessionState, SessionUpdate
 from relaybus.collector.tracked import FileEntry
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
@@ -52,8 +52,11 @@ class Engine:
         publisher: Publisher,
         metrics: CollectorMetrics,
         *,
-        wake: Callable[[], None] = lambda: None,
+        inbox: Inbox | None = None,
+        observers: Sequence[SessionObserver] = (),
     ) -> None:
+        """``inbox``: the changes other tasks queue (whose wake-up wakes the engine task);
+        ``observers``: told of live statuses and tool results, in order."""
         self.settings = settings
         self.pub = publisher
         self.metrics = metrics
@@ -62,8 +65,8 @@ class Engine:
         self.sessions_dir = self.root / "sessions"
         self.sessions = SessionCache(publisher.client, publisher.keys, publisher.host)
         #: Changes from other tasks, applied by :meth:`apply_inbox` each loop.
-        self.inbox = Inbox(wake)
-        self.observers: list[SessionObserver] = []
+        self.inbox = inbox if inbox is not None else Inbox(lambda: None)
+        self.observers = tuple(observers)
         self.filesync = FileSync(publisher, Projector(settings, metrics), self, self.root)
         self.live_pids: dict[str, int] = {}
         #: Sessions whose live-process file is gone while their process still runs.
@@ -193,26 +196,22 @@ class Engine:
         self.closing.clear()
         for sid, info in live.items():
             state = (await self.sessions.get(sid)).clone()
-            events: list[OutEvent] = []
-            h: dict[str, str] = {}
+            update = SessionUpdate(sid)
             if state.pid != info.pid:
                 state.pid = info.pid
-                h[Field.PID] = str(info.pid)
+                update.hash[Field.PID] = str(info.pid)
                 state.turn.busy_seen = False  # a new process says idle before busy: not a turn end
             if not state.live:
                 plan = self.filesync.projector.plan(state)
                 plan.state.cwd = plan.state.cwd or info.cwd
                 plan.state.entrypoint = plan.state.entrypoint or (info.entrypoint or "")
                 plan.start_now()
-                state, events = plan.state, plan.events
-                h.update(plan.hash)
+                state = plan.state
+                update.events += plan.events
+                update.hash.update(plan.hash)
                 log.info("session %s: live process %d", sid, info.pid)
-            change = state.turn.on_live(info.status, info.waiting_for, now)
-            while change is not None:
-                status, status_h = turn_changed(sid, change)
-                events.append(status)
-                h.update(status_h)
-                change = state.turn.settle(now)
+            update.settle(state.turn, state.turn.on_live(info.status, info.waiting_for, now), now)
+            events, h = update.events, update.hash
             if events or h:
                 await self.commit(state, events, h, activity_ms=now if events else None)
             else:
@@ -224,30 +223,25 @@ class Engine:
             self._tell_live(sid, None)
             state = (await self.sessions.get(sid)).clone()
             if procfiles.pid_alive(pid):
-                change = state.turn.on_live(None, None, now)
-                if change is not None:
-                    status, status_h = turn_changed(sid, change)
-                    await self.commit(state, [status], status_h)
+                update = SessionUpdate(sid)
+                update.turn(state.turn.on_live(None, None, now))
+                if update.events:
+                    await self.commit(state, update.events, update.hash)
                 else:
                     self.keep(state)
                 self.closing.add(sid)
                 continue
             await self.drain_session(sid)
             state = (await self.sessions.get(sid)).clone()
-            events, h = [], {}
-            change = state.turn.on_live(None, None, now)
-            if change is not None:  # e.g. the transcript ended the turn while the file said busy
-                status, status_h = turn_changed(sid, change)
-                events.append(status)
-                h.update(status_h)
+            update = SessionUpdate(sid)
+            # e.g. the transcript ended the turn while the file said busy
+            update.turn(state.turn.on_live(None, None, now))
             if state.live:
-                ended, eh = end_events(state, reason="exit", now_ms=now_ms())
-                events += ended
-                h.update(eh)
+                update.end(state, reason="exit", now_ms=now_ms())
                 log.info("session %s: process %d exited, session ended", sid, pid)
             state.pid = None
-            h[Field.PID] = ""
-            await self.commit(state, events, h)
+            update.hash[Field.PID] = ""
+            await self.commit(state, update.events, update.hash)
             del self.live_pids[sid]
 
     async def drain_session(self, sid: str) -> None:
@@ -277,18 +271,11 @@ class Engine:
                     self.sessions.drop(sid)  # quiet and ended: reloaded from its hash if needed
                 continue
             state = cached.clone()
-            events: list[OutEvent] = []
-            h: dict[str, str] = {}
-            change = state.turn.on_tick(now, self.backstop_ms)
-            if change is not None:
-                status, status_h = turn_changed(sid, change)
-                events.append(status)
-                h.update(status_h)
+            update = SessionUpdate(sid)
+            update.turn(state.turn.on_tick(now, self.backstop_ms))
             if idle_end:
-                ended, eh = end_events(state, reason="idle", now_ms=now)
-                events += ended
-                h.update(eh)
+                update.end(state, reason="idle", now_ms=now)
                 log.info("session %s: idle for %d s, session ended", sid, idle_for // 1000)
-            if events:
-                await self.commit(state, events, h)
+            if update.events:
+                await self.commit(state, update.events, update.hash)
         self._gauges()

@@ -8,9 +8,6 @@ atomically with the new offset; the next batch is prepared while Redis runs the 
 one. Refusals (:class:`~relaybus.shared.store.appendlog.EpochChanged`) and connection
 errors propagate to the driver; an :class:`~relaybus.shared.store.appendlog.OffsetConflict`
 is settled here by adopting the committed offset, so nothing is published twice.
-
-Over 300 lines because a file's open, backfill, pipelined drain and settle all move the
-same cursor and committed offset: split, each part would reach into the other's state.
 """
 
 from __future__ import annotations
@@ -93,7 +90,7 @@ class FileSync:
         #: with, when): tried again when the file changes or after :data:`RETRY_S`.
         self.failed: dict[str, tuple[tuple[int, int, int, float] | None, float]] = {}
         #: Files a failover rewound (:meth:`verify`) that the driver must read again.
-        self.reread: set[Path] = set()
+        self._reread: set[Path] = set()
         self._real_root = os.path.realpath(root)
 
     def _inside(self, path: Path) -> bool:
@@ -377,14 +374,13 @@ class FileSync:
     ) -> _Pending:
         """Plan a batch on the state the batch in flight (if any) will leave."""
         state = after.plan.state if after is not None else await self.owner.session(sid)
-        plan = self.projector.plan(
-            state, agent_id=entry.tp.agent_id, parent=entry.parent_tool_use_id()
+        plan = self.projector.plan_batch(
+            state,
+            lines,
+            agent_id=entry.tp.agent_id,
+            parent=entry.parent_tool_use_id(),
+            encode=True,
         )
-        projected, encoded = self.projector.project(lines, plan)
-        plan.prime(projected)
-        for p, ev in zip(projected, encoded, strict=True):
-            plan.line(p, ev)
-        plan.finish()
         if entry.tail.restarted is not None and entry.tail.offset == 0:
             plan.events.insert(
                 0, line_event(sid, restart_event(entry.tp.key, entry.tail.restarted))
@@ -436,7 +432,7 @@ class FileSync:
         replica never got them). Nobody else may know: every gateway that sent them may be
         gone. The rewind is recorded from the lowest lost seq (``relaybus.shared.store.rewinds``)
         before any of those files is read again from the offset Redis holds (the files are
-        the source of truth); they are then in :attr:`reread` for the driver.
+        the source of truth); :meth:`take_reread` then hands them to the driver.
         """
         entries = list(self.files.values())
         if also is not None and also not in entries:
@@ -456,7 +452,12 @@ class FileSync:
         for _, e, v in behind:
             self._adopt(e, v, lost=True)
             if e.tp.key in self.files:
-                self.reread.add(e.tail.path)
+                self._reread.add(e.tail.path)
+
+    def take_reread(self) -> set[Path]:
+        """The files a failover rewound since the last call, to be read again."""
+        taken, self._reread = self._reread, set()
+        return taken
 
     def _adopt(self, entry: FileEntry, committed: str, *, lost: bool = False) -> None:
         """Someone (our own earlier self, whose reply was lost) committed already, or a

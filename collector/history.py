@@ -105,12 +105,7 @@ def listing(
     n_lines = LISTING_LINES
     while True:  # a short tail first: most have something to show in their last lines
         lines = _tail_lines(entry, end, n_lines, max_line_bytes, head=LISTING_LINES)
-        facts, _ = projector.project(lines)
-        plan = projector.plan(state, collapse=True, agent_id=None)
-        plan.prime(facts)
-        for p in facts:
-            plan.line(p)
-        plan.finish()
+        plan = projector.plan_batch(state, lines, collapse=True)
         if plan.published or len(lines) < n_lines + LISTING_LINES or n_lines >= LISTING_MAX_LINES:
             break
         n_lines *= 8

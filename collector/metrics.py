@@ -6,7 +6,9 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, start_http_server
+
+from relaybus.shared.metrics import MetricSet
 
 log = logging.getLogger(__name__)
 P = "relaybus_collector_"
@@ -18,64 +20,43 @@ OTHER_DROP_REASON = "other"
 class CollectorMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.lines_read = Counter(f"{P}lines_read_total", "Complete lines read", registry=registry)
-        self.lines_published = Counter(
-            f"{P}lines_published_total", "Lines published as session events", registry=registry
+        m = MetricSet(registry, P)
+        self.lines_read = m.counter("lines_read_total", "Complete lines read")
+        self.lines_published = m.counter(
+            "lines_published_total", "Lines published as session events"
         )
-        self.lines_dropped = Counter(
-            f"{P}lines_dropped_total",
-            "Lines not published, by reason",
-            ["reason"],
-            registry=registry,
+        self.lines_dropped = m.counter(
+            "lines_dropped_total", "Lines not published, by reason", ["reason"]
         )
         self._drop_reasons: set[str] = set()
-        self.lines_malformed = Counter(
-            f"{P}lines_malformed_total", "Lines that are not valid JSON/UTF-8", registry=registry
+        self.lines_malformed = m.counter(
+            "lines_malformed_total", "Lines that are not valid JSON/UTF-8"
         )
-        self.bytes_read = Counter(
-            f"{P}bytes_read_total", "Transcript bytes read", registry=registry
-        )
-        self.batch_lines = Histogram(
-            f"{P}append_batch_lines",
+        self.bytes_read = m.counter("bytes_read_total", "Transcript bytes read")
+        self.batch_lines = m.histogram(
+            "append_batch_lines",
             "Lines per append batch",
-            buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
-            registry=registry,
+            (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
         )
-        self.append_latency = Histogram(
-            f"{P}append_latency_seconds",
+        self.append_latency = m.histogram(
+            "append_latency_seconds",
             "Duration of one atomic append",
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5),
-            registry=registry,
+            (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5),
         )
-        self.file_lag = Gauge(
-            f"{P}file_lag_bytes", "Bytes on disk not yet published, all files", registry=registry
-        )
-        self.redis_errors = Counter(
-            f"{P}redis_errors_total", "Redis connection errors and timeouts", registry=registry
-        )
-        self.files_watched = Gauge(f"{P}files_watched", "Transcripts tracked", registry=registry)
-        self.sessions_live = Gauge(
-            f"{P}sessions_live", "Sessions started, not ended", registry=registry
-        )
-        self.commands = Counter(
-            f"{P}commands_total", "Commands executed", ["type", "outcome"], registry=registry
-        )
-        self.file_errors = Counter(
-            f"{P}file_errors_total",
+        self.file_lag = m.gauge("file_lag_bytes", "Bytes on disk not yet published, all files")
+        self.redis_errors = m.counter("redis_errors_total", "Redis connection errors and timeouts")
+        self.files_watched = m.gauge("files_watched", "Transcripts tracked")
+        self.sessions_live = m.gauge("sessions_live", "Sessions started, not ended")
+        self.commands = m.counter("commands_total", "Commands executed", ["type", "outcome"])
+        self.file_errors = m.counter(
+            "file_errors_total",
             "Transcripts set aside after a failure of their own (until they change)",
-            registry=registry,
         )
-        self.approvals = Counter(
-            f"{P}approvals_total",
-            "Permission requests from the hook, by how they ended",
-            ["outcome"],
-            registry=registry,
+        self.approvals = m.counter(
+            "approvals_total", "Permission requests from the hook, by how they ended", ["outcome"]
         )
-        self.task_crashes = Counter(
-            f"{P}task_crashes_total",
-            "Supervised task crashes, by task",
-            ["task"],
-            registry=registry,
+        self.task_crashes = m.counter(
+            "task_crashes_total", "Supervised task crashes, by task", ["task"]
         )
 
     def dropped(self, reason: str, n: int) -> None:

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import orjson
-
 from relaybus.collector.tailer import open_regular
 from relaybus.shared.wire.ids import valid_session_id
+from relaybus.shared.wire.json_object import json_object
 
 AGENT_PREFIX = "agent-"
 SUFFIX = ".jsonl"
@@ -72,8 +71,8 @@ def parent_tool_use_id(path: Path) -> str | None:
     try:
         with open_regular(meta) as f:  # never a FIFO or a symlink planted there
             raw = f.read(META_MAX_BYTES + 1)
-        rec = orjson.loads(raw) if len(raw) <= META_MAX_BYTES else None
-    except (OSError, orjson.JSONDecodeError):
+    except OSError:
         return None
-    value = rec.get("toolUseId") if isinstance(rec, dict) else None
+    rec = json_object(raw) if len(raw) <= META_MAX_BYTES else None
+    value = rec.get("toolUseId") if rec is not None else None
     return value if isinstance(value, str) and 0 < len(value) <= 256 else None

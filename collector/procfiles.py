@@ -19,10 +19,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from relaybus.collector.tailer import NotRegular
 from relaybus.shared.wire.ids import valid_session_id
+from relaybus.shared.wire.json_object import json_object
 
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024
@@ -42,11 +41,8 @@ class LiveProcess:
 
 
 def parse(raw: bytes) -> LiveProcess | None:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict):
+    obj = json_object(raw)
+    if obj is None:
         return None
     pid, sid = obj.get("pid"), obj.get("sessionId")
     if isinstance(pid, str) and pid.isdigit():

@@ -26,8 +26,15 @@ log = logging.getLogger(__name__)
 
 class Publisher:
     def __init__(
-        self, client: aioredis.Redis, settings: Settings, metrics: CollectorMetrics
+        self,
+        client: aioredis.Redis,
+        settings: Settings,
+        metrics: CollectorMetrics,
+        *,
+        traces: TraceMap | None = None,
     ) -> None:
+        """``traces``: the traceId window of prompts sent through relaybus, which labels
+        the events they cause."""
         self.client = client
         self.keys = Keys(settings.namespace)
         self.host = settings.host_id
@@ -45,8 +52,7 @@ class Publisher:
         self._wait_replicas = settings.redis_wait_replicas
         self.rewinds = Rewinds(client, self.keys)
         self.epoch = ""
-        #: The traceId window of prompts sent through relaybus (set by the service).
-        self.traces: TraceMap | None = None
+        self.traces = traces
 
     async def open_epoch(self) -> str:
         """Adopt the namespace epoch (creating one if Redis has none)."""

@@ -20,8 +20,10 @@ from relaybus.collector.commands import CollectorCommands
 from relaybus.collector.engine import Engine
 from relaybus.collector.heartbeat import beat
 from relaybus.collector.history import HistoryRequests
+from relaybus.collector.inbox import Inbox
 from relaybus.collector.metrics import CollectorMetrics, metrics_server
 from relaybus.collector.publisher import Publisher
+from relaybus.collector.traces import TraceMap
 from relaybus.collector.wake import Wake
 from relaybus.collector.watcher import rescan, watch
 from relaybus.shared.aio import Backoff, sleep_unless, supervise
@@ -86,9 +88,9 @@ async def drive(
                     wake.add(more)
                 if processes or engine.closing:
                     await engine.sync_processes()
-            if engine.filesync.reread:  # rewound by a failover: read again from Redis's offset
-                wake.add(engine.filesync.reread)
-                engine.filesync.reread = set()
+            reread = engine.filesync.take_reread()
+            if reread:  # rewound by a failover: read again from Redis's offset
+                wake.add(reread)
             await engine.apply_inbox()
             if loop.time() >= next_tick:
                 if await engine.pub.epoch_changed():
@@ -158,17 +160,24 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     connects = Connects()
     client = connect(settings, connects=connects)
     wake = Wake(settings.claude_dir)
-    engine = Engine(settings, Publisher(client, settings, metrics), metrics, wake=wake.event.set)
-    approvals = Approvals(settings, engine.inbox, metrics.approvals)
-    engine.observers.append(approvals)  # the terminal answering first resolves held requests
-    history = HistoryRequests(engine.inbox)
+    inbox = Inbox(wake.event.set)
+    traces = TraceMap()
+    approvals = Approvals(settings, inbox, metrics.approvals)
+    engine = Engine(
+        settings,
+        Publisher(client, settings, metrics, traces=traces),
+        metrics,
+        inbox=inbox,
+        observers=[approvals],  # the terminal answering first resolves held requests
+    )
+    history = HistoryRequests(inbox)
     commands = CollectorCommands(
         settings,
         metrics.commands,
-        engine.inbox,
+        inbox,
+        traces,
         extra_handlers={PERMISSION_DECISION: approvals.decide, LOAD_HISTORY: history.handle},
     )
-    engine.pub.traces = commands.traces
     jobs: dict[str, Callable[[], Awaitable[None]]] = {
         "engine": lambda: drive(engine, wake, stop, metrics, connects),
         "commands": lambda: commands.run(stop),

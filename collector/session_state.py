@@ -1,8 +1,9 @@
 """What the collector knows of one session, and the events that change it.
 
 Pure: nothing here touches Redis or files. :class:`SessionState` mirrors the session hash;
-the functions build the log events (``turn_status``, ``session_event``,
-``session_updated``, ``session_ended``) and hash updates that go with a change of it.
+:class:`SessionUpdate` is the one place a turn change or an end becomes log events
+(``turn_status``, ``session_ended``) and the hash fields that go with them; the functions
+build ``session_event`` and ``session_updated``.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class SessionState:
         )
 
     def clone(self) -> SessionState:
-        """A copy whose changes never reach this state (every batch plans on one). Field by
-        field: ``copy.deepcopy`` cost 20-40x more (50+ µs), most of a one-line batch's planning."""
+        """A copy whose changes never reach this state (every batch plans on one), field by
+        field (``copy.deepcopy`` is many times slower)."""
         return SessionState(
             self.sid,
             self.cwd,
@@ -107,9 +108,41 @@ class SessionState:
         )
 
 
-def turn_changed(sid: str, change: TurnChange) -> tuple[OutEvent, dict[str, str]]:
-    """:func:`relaybus.shared.store.session_row.turn_update` of a tracker's change."""
-    return turn_update(sid, change.state, change.since, change.waiting_for)
+@dataclass(slots=True)
+class SessionUpdate:
+    """The log events and hash fields one change of a session writes.
+
+    ``events`` and ``hash`` may be a caller's own list and dict: the methods add to them.
+    """
+
+    sid: str
+    events: list[OutEvent] = field(default_factory=list)
+    hash: dict[str, str] = field(default_factory=dict)
+
+    def turn(self, change: TurnChange | None) -> None:
+        """A tracker's change (if any): its ``turn_status`` event and hash fields
+        (:func:`relaybus.shared.store.session_row.turn_update`)."""
+        if change is not None:
+            event, fields = turn_update(self.sid, change.state, change.since, change.waiting_for)
+            self.events.append(event)
+            self.hash.update(fields)
+
+    def settle(self, tracker: TurnTracker, change: TurnChange | None, now_ms: int) -> None:
+        """``change``, then each change ``tracker`` settles into at ``now_ms``."""
+        while change is not None:
+            self.turn(change)
+            change = tracker.settle(now_ms)
+
+    def end(self, state: SessionState, *, reason: str, now_ms: int) -> None:
+        """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
+        self.hash.update({Field.LIVE: "0", Field.ENDED: "1", Field.END_REASON: reason})
+        self.turn(state.turn.on_end(now_ms))
+        self.events.append(
+            OutEvent(frames.SESSION_ENDED, frames.session_ended(state.sid, reason=reason))
+        )
+        state.live = False
+        state.pid = None
+        state.end_reason = reason
 
 
 def line_event(sid: str, event: dict[str, Any], trace_id: str | None = None) -> OutEvent:
@@ -135,21 +168,3 @@ def updated_event(st: SessionState, *, host: str, activity_ms: int | None) -> Ou
     if activity_ms is not None:
         info["lastActivity"] = activity_ms
     return OutEvent(frames.SESSION_UPDATED, frames.session_updated(st.sid, info))
-
-
-def end_events(
-    state: SessionState, *, reason: str, now_ms: int
-) -> tuple[list[OutEvent], dict[str, str]]:
-    """``session_ended`` (after a final ``idle`` if a turn was open); mutates ``state``."""
-    events: list[OutEvent] = []
-    h: dict[str, str] = {Field.LIVE: "0", Field.ENDED: "1", Field.END_REASON: reason}
-    change = state.turn.on_end(now_ms)
-    if change is not None:
-        turn, fields = turn_changed(state.sid, change)
-        events.append(turn)
-        h.update(fields)
-    events.append(OutEvent(frames.SESSION_ENDED, frames.session_ended(state.sid, reason=reason)))
-    state.live = False
-    state.pid = None
-    state.end_reason = reason
-    return events, h

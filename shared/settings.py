@@ -1,11 +1,9 @@
 """One typed settings object for every relaybus role.
 
 Resolved once at start-up (argument → ``RELAYBUS_*`` environment → ``.env`` → default)
-and passed in; nothing reads the environment at import time.
-
-Over 300 lines on purpose: it is one class of fields, each with its description (the CLI's
-``--help`` is generated from them; a test holds docs/configuration.md to them), bounds and
-validator; split by role, one setting's rules would live apart from the model resolving it.
+and passed in; nothing reads the environment at import time. Each field carries its
+description (the CLI's ``--help`` is generated from them; a test holds docs/configuration.md
+to them), bounds and validator.
 """
 
 from __future__ import annotations

@@ -4,9 +4,6 @@ See the package docstring (``relaybus.collector.approvals``) for how a request e
 held request's ``permission_request``/``permission_resolved`` events and the session's
 turn change are applied by the engine task (:class:`ApprovalEvent` in its inbox); their
 Redis records are :mod:`.records`.
-
-Over 300 lines: a request's admission, matching, hold and end are one state machine over
-the same table of held requests, which the engine's observer callbacks also read.
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -27,7 +25,7 @@ from relaybus.collector.approvals import asks, endpoint, preview
 from relaybus.collector.approvals.records import Decision, Records
 from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.collector.inbox import Inbox, SessionWriter
-from relaybus.collector.session_state import turn_changed
+from relaybus.collector.session_state import SessionUpdate
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import OutEvent
@@ -93,17 +91,12 @@ class ApprovalEvent:
         if self.cancelled:
             return
         state = (await writer.session(self.sid)).clone()
-        events = list(self.events)
-        h: dict[str, str] = {}
+        update = SessionUpdate(self.sid, list(self.events))
         change = state.turn.on_approval(
             self.waiting_for(self.sid), now_ms(), answered=self.answered
         )
-        while change is not None:
-            status, status_h = turn_changed(self.sid, change)
-            events.append(status)
-            h.update(status_h)
-            change = state.turn.settle(now_ms())
-        await writer.commit(state, events, h)
+        update.settle(state.turn, change, now_ms())
+        await writer.commit(state, update.events, update.hash)
         if self.published is not None and not self.published.done():
             self.published.set_result(None)
 
@@ -214,6 +207,9 @@ class Approvals:
             )
             if call is not None and not call[1]:
                 tool_use_id = call[0]
+        rematch = None
+        if tool_use_id is None and transcript is not None:
+            rematch = partial(preview.call_after, transcript, offset, name, tool_input)
         held = Held(
             key,
             sid,
@@ -221,6 +217,7 @@ class Approvals:
             loop.create_future(),
             tool_use_id,
             saw_waiting=self._live.get(sid) == "waiting",
+            rematch=rematch,
             pid=_asker_pid(s, sid),
         )
         described = await asks.describe(
@@ -233,8 +230,6 @@ class Approvals:
             tool_use_id=tool_use_id,
             tmux=self.tmux,
         )
-        if tool_use_id is None and transcript is not None:
-            held.rematch = lambda ids: preview.call_after(transcript, offset, name, tool_input, ids)
         self.held[key] = held
         try:
             await records.index(sid, key, name, expires, described.index())

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Protocol
 
-#: Set by the command consumer around a session command: lets the next command of the same
+#: Given by the command consumer with a session command: lets the next command of the same
 #: session start (a prompt calls it once its run exists, before it waits for the run to
 #: take the prompt, so an interrupt is not held up by that wait).
-SESSION_ORDER: ContextVar[Callable[[], None] | None] = ContextVar("session_order", default=None)
+Release = Callable[[], None]
 
 
-def release_session_order() -> None:
-    """Let the session's next command run now (no-op outside the consumer)."""
-    release = SESSION_ORDER.get()
-    if release is not None:
-        release()
+def no_release() -> None:
+    """The :data:`Release` of a command run outside the consumer: nothing waits on it."""
 
 
 class DriverError(Exception):

@@ -20,14 +20,20 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.collector.drivers import DriverError, TurnHooks, pane_check, release_session_order
+from relaybus.collector.drivers import (
+    DriverError,
+    Release,
+    TurnHooks,
+    no_release,
+    pane_check,
+)
 from relaybus.collector.drivers.headless import HeadlessDriver
 from relaybus.collector.drivers.live import find_live
 from relaybus.collector.drivers.tmux import TmuxDriver
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.command_streams import session_route
-from relaybus.shared.store.keys import REPLY_MAXLEN, REPLY_TTL_S, RESERVATION_TTL_S, Keys
+from relaybus.shared.store.command_streams import queue_reply, session_route
+from relaybus.shared.store.keys import RESERVATION_TTL_S, Keys
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import commands as wire
 from relaybus.shared.wire.commands import Command, Reply
@@ -80,7 +86,8 @@ class Controller:
         self.headless = headless or HeadlessDriver(settings, hooks)
         self.tmux = tmux or TmuxDriver()
 
-    async def execute(self, cmd: Command) -> Reply:
+    async def execute(self, cmd: Command, release: Release = no_release) -> Reply:
+        """Run ``cmd``; ``release`` lets the session's next command start early."""
         try:
             if not self._settings.allow_prompts:
                 raise DriverError(
@@ -88,7 +95,7 @@ class Controller:
                     "commands are disabled on this machine (RELAYBUS_ALLOW_PROMPTS)",
                 )
             if cmd.type == wire.PROMPT:
-                data = await self._prompt(cmd)
+                data = await self._prompt(cmd, release)
             elif cmd.type == wire.INTERRUPT:
                 data = await self._interrupt(cmd)
             elif cmd.type == wire.NEW_CONVERSATION:
@@ -156,7 +163,7 @@ class Controller:
             raise DriverError(ErrorCode.BUSY, "the previous run of this session is still exiting")
         log.info("session %s: previous run ended, running the queued prompt", sid)
 
-    async def _prompt(self, cmd: Command) -> dict[str, Any]:
+    async def _prompt(self, cmd: Command, release: Release) -> dict[str, Any]:
         sid = cmd.session_id
         message = cmd.payload.get("message")
         if not isinstance(message, str) or not message.strip():
@@ -197,18 +204,16 @@ class Controller:
             trace_id=cmd.trace_id,
             accept_wait_s=min(ACCEPT_WAIT_S, self._budget_s(cmd)),
             on_failure=partial(self._late_failure, cmd),
-            started=release_session_order,
+            started=release,
         )
         return {"driver": "headless"}
 
     async def _late_failure(self, cmd: Command, code: str, message: str) -> None:
         """A run failed after ``prompt_sent``: a second reply the gateway turns into ``error``."""
         reply = Reply(cmd.id, False, code, message, data={wire.LATE: True})
-        stream = self._keys.reply(cmd.gateway_id)
         try:
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.xadd(stream, reply.fields(), maxlen=REPLY_MAXLEN, approximate=True)  # type: ignore[arg-type]
-                pipe.expire(stream, REPLY_TTL_S)
+                queue_reply(pipe, self._keys, cmd.gateway_id, reply)
                 await pipe.execute()
         except Exception:
             log.exception("could not report the failed run of %s", cmd.session_id)

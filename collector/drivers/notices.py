@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from relaybus.collector.inbox import Inbox, SessionWriter
-from relaybus.collector.session_state import line_event, turn_changed
+from relaybus.collector.session_state import SessionUpdate, line_event
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import now_ms
-from relaybus.shared.store.appendlog import OutEvent
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ class TurnNotice:
         state = (await writer.session(self.sid)).clone()
         if not state.cwd:  # nothing published for it yet: its first lines will tell
             return
-        events: list[OutEvent] = []
+        update = SessionUpdate(self.sid)
         change = None
         if self.kind in ("prompt", "run"):
             # transcript lines since the prompt already tell the turn (maybe its end)
@@ -63,14 +62,11 @@ class TurnNotice:
                 change = state.turn.on_run(True, self.at_ms) or change
         else:
             if self.kind == "failed":
-                events.append(line_event(self.sid, failure_event(self.code, self.message)))
+                update.events.append(line_event(self.sid, failure_event(self.code, self.message)))
             change = state.turn.on_run(False, self.at_ms)
-        h: dict[str, str] = {}
-        if change is not None:
-            status, h = turn_changed(self.sid, change)
-            events.append(status)
-        if events:
-            await writer.commit(state, events, h)
+        update.turn(change)
+        if update.events:
+            await writer.commit(state, update.events, update.hash)
             log.debug("session %s: turn %s after a command", self.sid, state.turn.state)
         else:
             writer.keep(state)

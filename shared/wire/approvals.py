@@ -28,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from relaybus.shared.wire.json_object import json_object
+
 #: Command type (gateway -> ``{ns}:cmd:<host>``) delivering a decision to the holding collector.
 PERMISSION_DECISION = "permission_decision"
 
@@ -55,20 +57,9 @@ def resolved_record(request_key: str, decision: str, resolved_ms: int) -> bytes:
     )
 
 
-def _object(raw: bytes | str | None) -> dict[str, Any] | None:
-    """``raw`` as a JSON object; ``None`` when absent, malformed or not an object."""
-    if raw is None:
-        return None
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
 def parse_resolved(raw: bytes | str | None) -> tuple[str, str] | None:
     """(requestKey, decision) of a :func:`resolved_record`, ``None`` if absent or malformed."""
-    body = _object(raw)
+    body = json_object(raw)
     if body is None:
         return None
     key, decision = body.get("requestKey"), body.get("decision")
@@ -103,7 +94,7 @@ def decision_record(
 def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
     """What a client's decision adds to allow/deny (``answers``, ``suggestion``, ``interrupt``),
     as the gateway checked it; ``{}`` when absent or malformed."""
-    body = _object(raw)
+    body = json_object(raw)
     if body is None:
         return {}
     extra: dict[str, Any] = {}
@@ -117,7 +108,7 @@ def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
 
 
 def parse_decision(raw: bytes | str | None) -> tuple[str, str | None] | None:
-    body = _object(raw)
+    body = json_object(raw)
     if body is None or not isinstance(body.get("decision"), str):
         return None
     message = body.get("message")

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from relaybus.shared.wire.json_object import json_object
+
 PROMPT = "prompt"
 INTERRUPT = "interrupt_request"
 NEW_CONVERSATION = "new_conversation"
@@ -136,11 +138,6 @@ class Reply:
 
 def host_capabilities(heartbeat: bytes | str | None) -> list[str]:
     """The ``capabilities`` of a ``{ns}:host:<host>`` heartbeat value ([] when absent or unreadable)."""
-    if heartbeat is None:
-        return []
-    try:
-        value = orjson.loads(heartbeat)
-    except orjson.JSONDecodeError:
-        return []
-    caps = value.get("capabilities") if isinstance(value, dict) else None
+    value = json_object(heartbeat)
+    caps = value.get("capabilities") if value is not None else None
     return [str(x) for x in caps] if isinstance(caps, list) else []

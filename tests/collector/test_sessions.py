@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from relaybus.collector.batch_plan import BatchPlan
-from relaybus.collector.session_state import SessionState, end_events
+from relaybus.collector.session_state import SessionState, SessionUpdate
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.transcript import projection
 from tests.support.collector_records import (
@@ -133,7 +133,7 @@ def test_collapse_keeps_the_last_events_and_final_state() -> None:
 def _ended_by_exit() -> SessionState:
     plan = plan_of([user_line("s1", "go"), assistant_line("s1", "done")])
     state = plan.state
-    end_events(state, reason="exit", now_ms=NOW)
+    SessionUpdate(state.sid).end(state, reason="exit", now_ms=NOW)
     return state
 
 
