@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from prometheus_client import CollectorRegistry, Counter
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from relaybus.shared.metrics import MetricSet
 
 _LATENCY_BUCKETS = (
     0.001,
@@ -23,28 +23,9 @@ _LATENCY_BUCKETS = (
 )
 
 
-class Family:
-    """Metrics of one name prefix, registered on one registry."""
-
-    def __init__(self, registry: CollectorRegistry, prefix: str) -> None:
-        self.registry = registry
-        self.prefix = prefix
-
-    def counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
-        return Counter(self.prefix + name, doc, labels, registry=self.registry)
-
-    def gauge(self, name: str, doc: str) -> Gauge:
-        return Gauge(self.prefix + name, doc, registry=self.registry)
-
-    def histogram(
-        self, name: str, doc: str, buckets: Sequence[float], labels: Sequence[str] = ()
-    ) -> Histogram:
-        return Histogram(self.prefix + name, doc, labels, buckets=buckets, registry=self.registry)
-
-
 class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        f = Family(registry, "relaybus_gateway_")
+        f = MetricSet(registry, "relaybus_gateway_")
         self.connections = f.gauge("connections", "Open WebSocket connections")
         self.messages_sent = f.counter("messages_sent_total", "Frames written, by type", ["type"])
         self.bytes_sent = f.counter("bytes_sent_total", "Frame bytes written")

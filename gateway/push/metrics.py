@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from relaybus.gateway.metrics import Family
+from relaybus.shared.metrics import MetricSet
 
 _BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class PushMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        f = Family(registry, "relaybus_gateway_push_")
+        f = MetricSet(registry, "relaybus_gateway_push_")
         self.sent = f.counter(
             "sent_total", "Notifications a push service or Apprise accepted", ["channel"]
         )
