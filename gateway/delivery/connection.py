@@ -36,7 +36,7 @@ from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.replay import Gap
 from relaybus.gateway.delivery.runs import Burst, Run
-from relaybus.gateway.delivery.stream_state import Admit, StreamState
+from relaybus.gateway.delivery.stream_state import OVERFLOW, SEND, StreamState
 from relaybus.gateway.delivery.wsio import FrameSink, WriteTimeout
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
@@ -99,13 +99,14 @@ class Connection:
         """
         if self.close_code is not None:
             return False
-        verdict = self.state.admit(ev)
-        if verdict is Admit.SEND:
+        state = self.state
+        verdict = state.admit(ev)
+        if verdict is SEND:
             ev.delivered = True
             return self._stage(
-                ev.out(blocks_only=self.state.blocks_only, raw=self.sink.raw_ok, live=True)
+                ev.out(blocks_only=state.blocks_only, raw=self.sink.raw_ok, live=True)
             )
-        if verdict is Admit.OVERFLOW:
+        if verdict is OVERFLOW:
             self.abort(CloseCode.SLOW_CONSUMER, "replay buffer overflow")
             self.metrics.slow_consumers.inc()
         return False

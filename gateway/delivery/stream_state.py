@@ -30,6 +30,14 @@ class Admit(enum.Enum):
     OVERFLOW = "overflow"  # a buffer is full: the connection is a slow consumer
 
 
+# Read per event and connection on the fan-out's path: module globals, as an Enum member
+# lookup costs about 0.1 µs each in Python 3.11.
+SEND = Admit.SEND
+SKIP = Admit.SKIP
+BUFFERED = Admit.BUFFERED
+OVERFLOW = Admit.OVERFLOW
+
+
 class StreamState:
     """One connection's position in the log and in each watched session's stream."""
 
@@ -98,12 +106,12 @@ class StreamState:
             if buf is not None:
                 return self._buffer(buf, ev)
             if ev.seq <= self.session_marks.get(ev.sid, 0):
-                return Admit.SKIP
+                return SKIP
             if not self.subscriptions and ev.seq <= self.global_mark:
-                return Admit.SKIP
+                return SKIP
         elif ev.seq <= self.global_mark:
-            return Admit.SKIP
-        return Admit.SEND if self.entitled(ev) else Admit.SKIP
+            return SKIP
+        return SEND if self.entitled(ev) else SKIP
 
     def run_start(self, run: Run) -> int | None:
         """:meth:`admit` of a whole run at once: the index of its first event to send
@@ -126,9 +134,9 @@ class StreamState:
 
     def _buffer(self, buf: list[Event], ev: Event) -> Admit:
         if len(buf) >= self.buffer_max:
-            return Admit.OVERFLOW
+            return OVERFLOW
         buf.append(ev)
-        return Admit.BUFFERED
+        return BUFFERED
 
     def hold_gap(self, gap: Gap) -> Gap | None:
         """The log was trimmed past the reader: while buffering the gap is held for the merge
