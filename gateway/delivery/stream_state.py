@@ -12,7 +12,7 @@ and the marks set at the switch drop what the client already has.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from relaybus.gateway import protocol
 from relaybus.gateway.delivery.events import Event
@@ -137,6 +137,24 @@ class StreamState:
             return OVERFLOW
         buf.append(ev)
         return BUFFERED
+
+    def before_buffer(
+        self, page: Sequence[Event], sid: str | None = None
+    ) -> tuple[Sequence[Event], bool] | None:
+        """A replay page's events below the live buffer of its stream (``sid``: a watched
+        session's, ``None``: the log's), and whether the page reached the buffer (the replay
+        is done: the merge takes over from there); ``None`` when the stream is no longer
+        buffered (the replay was abandoned, or the connection unwatched)."""
+        buf = self.global_buffer if sid is None else self.watch_buffers.get(sid)
+        if buf is None:
+            return None
+        if not buf:
+            return page, False
+        stop_at = buf[0].seq
+        n = 0
+        while n < len(page) and page[n].seq < stop_at:
+            n += 1
+        return page[:n], n < len(page)
 
     def hold_gap(self, gap: Gap) -> Gap | None:
         """The log was trimmed past the reader: while buffering the gap is held for the merge

@@ -169,13 +169,15 @@ class Resumer:
         replayed = 0
         while True:
             page = await self.pages.page(self.keys.log, cursor, conn.state.buffer_floor)
-            buf = conn.state.global_buffer
-            if conn.closing() or buf is None:
+            cut = conn.state.before_buffer(page.events)
+            if conn.closing() or cut is None:
                 return None
+            events, met_buffer = cut
             if first_page:
                 first_page = False
                 # The buffer may hold entries the log lost to a trim after the reader read them.
                 in_log = page.events[0].seq if page.events else None
+                buf = conn.state.global_buffer or []
                 in_buf = next((e.seq for e in buf if e.seq > floor), None)
                 first = min((s for s in (in_log, in_buf) if s is not None), default=None)
                 gap = leading_gap(floor, first, page.head)
@@ -183,12 +185,7 @@ class Resumer:
                     items.append(conn.gap_out(gap))
                     # Covered: the reader's own gap, held meanwhile, must not repeat it.
                     cursor = gap.to_seq
-            stop_at = buf[0].seq if buf else None
-            met_buffer = False
-            for ev in page.events:
-                if stop_at is not None and ev.seq >= stop_at:
-                    met_buffer = True
-                    break
+            for ev in events:
                 cursor = ev.seq
                 if conn.state.entitled(ev):
                     items.append(conn.event_out(ev, live=False))

@@ -144,14 +144,13 @@ class Watches:
         stream = self.keys.session_events(sid)
         while True:
             page = await self.pages.page(stream, merged.last_seq, floor)
-            buf = conn.state.watch_buffers.get(sid)
-            if conn.closing() or buf is None:
+            cut = conn.state.before_buffer(page.events, sid)
+            if conn.closing() or cut is None:
                 return None
-            stop_at = buf[0].seq if buf else None
-            events = [ev for ev in page.events if stop_at is None or ev.seq < stop_at]
+            events, met_buffer = cut
             merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
             self._session_items(conn, sid, merged, items)
-            if len(events) < len(page.events) or not page.more:
+            if met_buffer or not page.more:
                 return merged
             if not await conn.send_replay(items):
                 return None

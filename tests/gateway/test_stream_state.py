@@ -222,3 +222,20 @@ def test_url_resume_point() -> None:
     st = StreamState(position=0, buffer_max=1)
     st.set_url_resume(42, "e1")
     assert (st.url_last_seq, st.url_epoch) == (42, "e1")
+
+
+def test_a_replay_page_stops_where_the_buffer_starts() -> None:
+    """before_buffer: the page below the first buffered event, whether it reached it, None once unbuffered."""
+    page = [ev(s, "a") for s in (11, 12, 13, 14)]
+    st = StreamState(position=10, buffer_max=100)
+    assert st.before_buffer(page) == (page, False)  # nothing buffered yet
+    st.admit(ev(13))
+    cut = st.before_buffer(page)
+    assert cut is not None and [e.seq for e in cut[0]] == [11, 12] and cut[1] is True
+    st.finish_resume(12, holes=False)
+    assert st.before_buffer(page) is None
+    st.begin_watch("a")
+    st.admit(ev(12, "a"))
+    watched = st.before_buffer(page, "a")
+    assert watched is not None and [e.seq for e in watched[0]] == [11] and watched[1] is True
+    assert st.before_buffer(page, "b") is None
