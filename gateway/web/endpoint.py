@@ -207,10 +207,10 @@ class Endpoint:
         raw = params.get("lastSeqId")
         if epoch is not None and len(epoch) > MAX_URL_EPOCH_CHARS:
             return f"query parameter 'epoch' exceeds {MAX_URL_EPOCH_CHARS} characters; not resuming"
-        if raw is None or (raw.isascii() and raw.isdigit() and len(raw) <= 18):
-            conn.state.set_url_resume(int(raw) if raw is not None else None, epoch)
+        usable = raw is not None and raw.isascii() and raw.isdigit() and len(raw) <= 18
+        conn.state.set_url_resume(int(raw) if raw is not None and usable else None, epoch)
+        if raw is None or usable:
             return None
-        conn.state.set_url_resume(None, epoch)
         return "query parameter 'lastSeqId' must be an integer >= 0; not resuming"
 
     def _url_error(self, conn: Connection, message: str) -> None:
