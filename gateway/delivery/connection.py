@@ -1,13 +1,14 @@
-"""One client connection: entitlement, per-stream dedupe marks, and a bounded send queue.
+"""One client connection: the I/O shell around its :class:`StreamState`, and a bounded send queue.
 
 Live events are offered synchronously by the fan-out (no awaits: one slow client never
-delays the others) and staged; after each reader batch the staged frames are written at
+delays the others); the connection's state (capabilities, dedupe marks, buffers:
+:mod:`relaybus.gateway.delivery.stream_state`) says which to send, and those are staged; after each reader batch the staged frames are written at
 once when nothing is pending and the transport takes data, else queued as one entry and
 drained by the connection's own task. A connection more than ``queue_max`` live frames
 behind, or holding more than ``budget_bytes`` unwritten, when the next batch arrives is
 cut off with close code 4008 (slow consumer) and resumes later with its ``lastSeqId``.
-While a replay is being read, live events for that stream are buffered and merged
-afterwards (:mod:`relaybus.gateway.delivery.replay`).
+While a replay is being read, the state buffers live events for that stream and merges
+them afterwards (:mod:`relaybus.gateway.delivery.replay`).
 
 Replays and resumes share the same byte budget: their producers queue one page at a
 time and wait (:meth:`Connection.replay_room`) until the queue is down to half the
@@ -35,10 +36,10 @@ from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.replay import Gap
 from relaybus.gateway.delivery.runs import Burst, Run
+from relaybus.gateway.delivery.stream_state import OVERFLOW, SEND, StreamState
 from relaybus.gateway.delivery.wsio import FrameSink, WriteTimeout
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.shared.wire import frames as wire_frames
 from relaybus.shared.wire.errors import CloseCode
 
 log = logging.getLogger(__name__)
@@ -67,29 +68,10 @@ class Connection:
         self.cid = cid
         self.metrics = metrics
         self.queue_max = queue_max
-        self.buffer_max = buffer_max
         self.budget_bytes = budget_bytes
         self.access: Access | None = None
-        self.hello_done = False
-        #: ``welcome`` was queued (hello) or the connection was resolved as v1: from then on
-        #: it may receive frames the hub sends to everyone (reader gaps, epoch changes).
-        self.welcomed = False
-        #: ``?lastSeqId=`` / ``?epoch=`` of the URL: a v1 client's resume point.
-        self.url_last_seq: int | None = None
-        self.url_epoch: str | None = None
-        self.subscriptions = False
-        self.observe = False
-        self.blocks_only = False
-        #: While not ``None`` every offered event is buffered (before hello / during resume).
-        self.global_buffer: list[Event] | None = []
-        #: Reader position when buffering began: the buffer holds every event above it.
-        self.buffer_floor = position
-        #: Reader gaps announced while buffering: placed by the merge, after the replay.
-        self.held_gaps: list[Gap] = []
-        self.global_mark = 0
-        self.watched: set[str] = set()
-        self.watch_buffers: dict[str, list[Event]] = {}
-        self.session_marks: dict[str, int] = {}
+        #: Capabilities, dedupe marks, buffers and held gaps: asked what to send.
+        self.state = StreamState(position=position, buffer_max=buffer_max)
         self.close_code: int | None = None
         self.close_reason = ""
         #: Entries: (frames written back to back, how many of them are live frames, bytes).
@@ -107,19 +89,7 @@ class Connection:
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
 
-    # --- entitlement and live delivery (synchronous, called by the fan-out) ------------
-
-    @property
-    def firehose(self) -> bool:
-        """Receives every session's events: v1 clients, and anyone still buffering."""
-        return self.global_buffer is not None or not self.subscriptions
-
-    def entitled(self, ev: Event) -> bool:
-        if ev.session_scoped:
-            return not self.subscriptions or ev.sid in self.watched
-        if ev.kind == wire_frames.TURN_STATUS:
-            return self.observe
-        return ev.kind in wire_frames.BROADCAST_KINDS
+    # --- live delivery (synchronous, called by the fan-out) -----------------------------
 
     def offer(self, ev: Event) -> bool:
         """A live event from the log reader (seq order).
@@ -129,52 +99,35 @@ class Connection:
         """
         if self.close_code is not None:
             return False
-        if self.global_buffer is not None:
-            self._buffer(self.global_buffer, ev)
-            return False
-        if ev.session_scoped:
-            buf = self.watch_buffers.get(ev.sid)
-            if buf is not None:
-                self._buffer(buf, ev)
-                return False
-            if ev.seq <= self.session_marks.get(ev.sid, 0):
-                return False
-            if not self.subscriptions and ev.seq <= self.global_mark:
-                return False
-        elif ev.seq <= self.global_mark:
-            return False
-        if not self.entitled(ev):
-            return False
-        ev.delivered = True
-        return self._stage(ev.out(blocks_only=self.blocks_only, raw=self.sink.raw_ok, live=True))
+        state = self.state
+        verdict = state.admit(ev)
+        if verdict is SEND:
+            ev.delivered = True
+            return self._stage(
+                ev.out(blocks_only=state.blocks_only, raw=self.sink.raw_ok, live=True)
+            )
+        if verdict is OVERFLOW:
+            self.abort(CloseCode.SLOW_CONSUMER, "replay buffer overflow")
+            self.metrics.slow_consumers.inc()
+        return False
 
     def offer_run(self, run: Run) -> bool:
         """:meth:`offer` of each event of ``run`` in turn, with the checks done once for the
         whole run when nothing is buffered for its session (the live state)."""
-        sid = run.sid
-        if (
-            self.close_code is not None
-            or self.global_buffer is not None
-            or sid in self.watch_buffers
-        ):
+        if self.close_code is not None:
+            return False
+        start = self.state.run_start(run)
+        if start is None:
             started = False
             for ev in run.events:
                 if self.offer(ev):
                     started = True
             return started
-        if self.subscriptions:
-            if sid not in self.watched:
-                return False
-            floor = self.session_marks.get(sid, 0)
-        else:
-            floor = max(self.session_marks.get(sid, 0), self.global_mark)
-        events = run.events
-        start, n = 0, len(events)
-        while start < n and events[start].seq <= floor:
-            start += 1
-        if start == n:
+        if start == len(run.events):
             return False
-        return self._stage(run.burst(start, blocks_only=self.blocks_only, raw=self.sink.raw_ok))
+        return self._stage(
+            run.burst(start, blocks_only=self.state.blocks_only, raw=self.sink.raw_ok)
+        )
 
     def _stage(self, items: Outgoing | Burst) -> bool:
         """Add to the staged frames; ``True`` when they were empty (flush once offered)."""
@@ -220,14 +173,7 @@ class Connection:
 
     def event_out(self, ev: Event, *, live: bool) -> Outgoing:
         # A raw-capable sink writes ``wire`` as is: no decoded copy is held per frame.
-        return ev.out(blocks_only=self.blocks_only, raw=self.sink.raw_ok, live=live)
-
-    def _buffer(self, buf: list[Event], ev: Event) -> None:
-        if len(buf) >= self.buffer_max:
-            self.abort(CloseCode.SLOW_CONSUMER, "replay buffer overflow")
-            self.metrics.slow_consumers.inc()
-            return
-        buf.append(ev)
+        return ev.out(blocks_only=self.state.blocks_only, raw=self.sink.raw_ok, live=live)
 
     # --- direct frames -------------------------------------------------------------------
 
@@ -258,29 +204,6 @@ class Connection:
         self.metrics.gaps.labels(gap.reason).inc()
         frame = frames.gap_frame(gap.from_seq, gap.to_seq, gap.reason, session_id=session_id)
         return self.direct_out(frame)
-
-    def reset_epoch(self) -> None:
-        """Redis lost its data: seqs restart at 1, so every dedupe mark is void."""
-        self.global_mark = 0
-        self.buffer_floor = 0
-        self.session_marks.clear()
-        for buf in self.watch_buffers.values():
-            buf.clear()
-        if self.global_buffer is not None:
-            self.global_buffer.clear()
-        self.held_gaps.clear()
-
-    def rewind(self, to_seq: int) -> None:
-        """The log's entries above ``to_seq`` changed after they were offered (a failover
-        lost them): they will be offered again, so no dedupe mark or buffer may cover them."""
-        self.global_mark = min(self.global_mark, to_seq)
-        self.buffer_floor = min(self.buffer_floor, to_seq)
-        self.session_marks = {sid: min(m, to_seq) for sid, m in self.session_marks.items()}
-        for buf in self.watch_buffers.values():
-            buf[:] = [ev for ev in buf if ev.seq <= to_seq]
-        if self.global_buffer is not None:
-            self.global_buffer[:] = [ev for ev in self.global_buffer if ev.seq <= to_seq]
-        self.held_gaps = [g for g in self.held_gaps if g.to_seq <= to_seq]
 
     def _enqueue(self, items: list[Outgoing]) -> None:
         """Direct replies and replays: bounded by their producers (one page at a time,

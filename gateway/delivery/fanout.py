@@ -29,7 +29,7 @@ from relaybus.gateway import frames
 from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.events import Event, from_entry, seq_of
-from relaybus.gateway.delivery.replay import Gap
+from relaybus.gateway.delivery.replay import TRIMMED, Gap
 from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
 from relaybus.gateway.metrics import GatewayMetrics
@@ -41,7 +41,6 @@ from relaybus.shared.wire import frames as wire_frames
 log = logging.getLogger(__name__)
 
 EPOCH = "epoch"
-READER_GAP = "trimmed"
 REWOUND = "rewound"
 #: Dispatched entries whose digest the reader keeps, to notice a rewound log on reconnect.
 RECENT_MAX = 2_000
@@ -78,7 +77,7 @@ class Hub:
     def remove(self, conn: Connection) -> None:
         self.connections.discard(conn)
         self.firehose.discard(conn)
-        for sid in conn.watched:
+        for sid in conn.state.watched:
             self._unindex(conn, sid)
         self.metrics.connections.set(len(self.connections))
 
@@ -86,24 +85,22 @@ class Hub:
         """Re-index ``conn`` after its mode changed (hello, resume finished)."""
         if conn not in self.connections:
             return
-        if conn.firehose:
+        if conn.state.firehose:
             self.firehose.add(conn)
-            for sid in conn.watched:
+            for sid in conn.state.watched:
                 self._unindex(conn, sid)
         else:
             self.firehose.discard(conn)
-            for sid in conn.watched:
+            for sid in conn.state.watched:
                 self.watchers.setdefault(sid, set()).add(conn)
 
     def watch(self, conn: Connection, sid: str) -> None:
-        conn.watched.add(sid)
-        if not conn.firehose and conn in self.connections:
+        """Index ``conn`` as a watcher of ``sid`` (its state began the watch)."""
+        if not conn.state.firehose and conn in self.connections:
             self.watchers.setdefault(sid, set()).add(conn)
 
     def unwatch(self, conn: Connection, sid: str) -> None:
-        conn.watched.discard(sid)
-        conn.watch_buffers.pop(sid, None)
-        conn.session_marks.pop(sid, None)
+        conn.state.unwatch(sid)
         self._unindex(conn, sid)
 
     def _unindex(self, conn: Connection, sid: str) -> None:
@@ -185,13 +182,12 @@ class Hub:
         with_held_gaps`), so it never overtakes frames that come before it.
         """
         log.warning("log reader gap: seqs %d..%d were trimmed before dispatch", from_seq, to_seq)
+        gap = Gap(from_seq, to_seq, TRIMMED)
         for conn in self.connections:
-            if conn.global_buffer is not None:
-                conn.held_gaps.append(Gap(from_seq, to_seq, READER_GAP))
-            elif conn.welcomed and to_seq > conn.global_mark:  # not what its replay read
-                self.metrics.gaps.labels(READER_GAP).inc()
-                start = max(from_seq, conn.global_mark + 1)
-                conn.send(frames.gap_frame(start, to_seq, READER_GAP))
+            told = conn.state.hold_gap(gap)
+            if told is not None:  # not what its replay read
+                self.metrics.gaps.labels(TRIMMED).inc()
+                conn.send(frames.gap_frame(told.from_seq, told.to_seq, TRIMMED))
 
     def epoch_changed(self, new_epoch: str, old_position: int) -> None:
         """Redis lost its data: seqs restart; clients must drop what they hold."""
@@ -202,8 +198,8 @@ class Hub:
         self.pages_version += 1
         frame = frames.gap_frame(1, old_position, EPOCH, epoch=new_epoch)
         for conn in self.connections:
-            conn.reset_epoch()
-            if conn.welcomed:  # the others compare epochs when their hello arrives
+            conn.state.reset_epoch()
+            if conn.state.welcomed:  # the others compare epochs when their hello arrives
                 self.metrics.gaps.labels(EPOCH).inc()
                 conn.send(frame)
 
@@ -222,8 +218,8 @@ class Hub:
         self.pages_version += 1
         frame = frames.gap_frame(from_seq, old_position, REWOUND, epoch=self.token)
         for conn in self.connections:
-            conn.rewind(from_seq - 1)
-            if conn.welcomed:
+            conn.state.rewind(from_seq - 1)
+            if conn.state.welcomed:
                 self.metrics.gaps.labels(REWOUND).inc()
                 conn.send(frame)
 

@@ -71,7 +71,7 @@ class GatewayApprovals:
     def count(self, sid: str) -> int:
         """Full-access connections of this gateway watching ``sid``."""
         conns = {*self._hub.watchers.get(sid, ()), *self._hub.firehose}
-        return sum(1 for conn in conns if sid in conn.watched and conn.access is Access.FULL)
+        return sum(1 for conn in conns if sid in conn.state.watched and conn.access is Access.FULL)
 
     async def sync(self, sid: str) -> None:
         """Write this gateway's count for ``sid`` now (a failure is retried by the pass).
@@ -127,7 +127,9 @@ class GatewayApprovals:
 
     async def _pass(self) -> None:
         """Write what changed (disconnects) and re-stamp fields before they expire."""
-        sids = {sid for conn in self._hub.connections for sid in conn.watched} | set(self._written)
+        sids = {sid for conn in self._hub.connections for sid in conn.state.watched} | set(
+            self._written
+        )
         stale = time.monotonic() - self._ctx.settings.watchers_ttl_s / 3
         due = {}
         for sid in sids:
@@ -159,7 +161,7 @@ class GatewayApprovals:
         rid = msg.requestId
         decision = ALLOW if isinstance(msg, protocol.AcceptDiff) else DENY
         reason = msg.reason if isinstance(msg, protocol.RejectDiff) else None
-        sids = [msg.sessionId] if msg.sessionId else sorted(conn.watched)
+        sids = [msg.sessionId] if msg.sessionId else sorted(conn.state.watched)
         if not sids:
             raise ProtocolError(
                 ErrorCode.INVALID_FIELD, f"{msg.type} needs a sessionId (or a watched session)", rid

@@ -19,8 +19,9 @@ from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import Access
 from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.fanout import Hub
-from relaybus.gateway.delivery.replay import Gap, Merged, leading_gap, merge, with_held_gaps
+from relaybus.gateway.delivery.replay import Gap, leading_gap
 from relaybus.gateway.delivery.rewinds import parse_token, token
 from relaybus.gateway.delivery.shared_pages import SharedPages
 from relaybus.gateway.frames import Outgoing
@@ -41,18 +42,10 @@ class Resumer:
         self.rewinds = Rewinds(ctx.client, ctx.keys)
 
     async def hello(self, conn: Connection, msg: protocol.Hello) -> None:
-        if conn.hello_done:
+        if conn.state.hello_done:
             raise ProtocolError(ErrorCode.BAD_STATE, "hello was already sent", msg.requestId)
-        conn.hello_done = True
         caps = protocol.accepted_capabilities(msg.capabilities)
-        conn.subscriptions = protocol.SESSION_SUBSCRIPTIONS in caps
-        conn.observe = protocol.TURN_STATUS_OBSERVE in caps
-        conn.blocks_only = protocol.BLOCKS_ONLY in caps
-        if conn.global_buffer is None:  # late hello: already live as v1; buffer again
-            # Everything dispatched so far was offered to it live: a resume must not repeat it.
-            conn.global_mark = max(conn.global_mark, self.hub.position)
-            conn.global_buffer = []
-            conn.buffer_floor = self.hub.position
+        if conn.state.accept_hello(caps, self.hub.position):  # late hello: was live as v1
             self.hub.refresh(conn)
         await self._resume_or_close(conn, msg.lastSeqId, msg.epoch, msg.requestId, caps)
 
@@ -75,7 +68,7 @@ class Resumer:
                 self.ctx.metrics.gaps.labels("rewound").inc()
                 frame = frames.gap_frame(rewind_from, last, "rewound", epoch=self._token(gen))
                 conn.send(frame)
-                conn.global_mark = min(conn.global_mark, rewind_from - 1)
+                conn.state.rewind_mark(rewind_from - 1)
                 last = rewind_from - 1
             await self._resume(conn, last, epoch, gen)
         except RedisError as exc:
@@ -94,7 +87,7 @@ class Resumer:
             caps, tok, self.ctx.gateway_id, self.hub.position, request_id, read_only=read_only
         )
         conn.send(frame)
-        conn.welcomed = True
+        conn.state.welcome()
 
     def _token(self, gen: int) -> str:
         return token(self.hub.epoch, gen)
@@ -123,12 +116,12 @@ class Resumer:
         self, conn: Connection, last: int | None, epoch: str | None, gen: int
     ) -> None:
         items: list[Outgoing] = []
+        state = conn.state
         if last is None:
-            merged = merge([], conn.global_buffer or [], floor=conn.buffer_floor)
-            self._finish_global(conn, merged, items, conn.buffer_floor)
+            self._finish_global(conn, state.finish_resume(state.buffer_floor, holes=True), items)
             return
         # The first page tells the head and epoch; a resume from there reads it once.
-        page = await self.pages.page(self.ctx.keys.log, last, conn.buffer_floor)
+        page = await self.pages.page(self.ctx.keys.log, last, state.buffer_floor)
         if (epoch is not None and parse_token(epoch)[0] != page.epoch) or last > page.head:
             items.append(
                 conn.direct_out(
@@ -139,13 +132,12 @@ class Resumer:
             )
             self.ctx.metrics.gaps.labels("epoch").inc()
             last = 0
-        floor = max(last, conn.global_mark)
+        floor = max(last, state.global_mark)
         self.ctx.metrics.replays.inc()
         covered = await self._replay_log_after(conn, floor, items)
         if covered is None:
             return  # closed meanwhile
-        merged = merge([], conn.global_buffer or [], floor=covered, holes=False)
-        self._finish_global(conn, merged, items, covered)
+        self._finish_global(conn, state.finish_resume(covered, holes=False), items)
 
     async def _replay_log_after(
         self, conn: Connection, floor: int, items: list[Outgoing]
@@ -163,14 +155,16 @@ class Resumer:
         first_page = True
         replayed = 0
         while True:
-            page = await self.pages.page(self.ctx.keys.log, cursor, conn.buffer_floor)
-            buf = conn.global_buffer
-            if conn.closing() or buf is None:
+            page = await self.pages.page(self.ctx.keys.log, cursor, conn.state.buffer_floor)
+            cut = conn.state.before_buffer(page.events)
+            if conn.closing() or cut is None:
                 return None
+            events, met_buffer = cut
             if first_page:
                 first_page = False
                 # The buffer may hold entries the log lost to a trim after the reader read them.
                 in_log = page.events[0].seq if page.events else None
+                buf = conn.state.global_buffer or []
                 in_buf = next((e.seq for e in buf if e.seq > floor), None)
                 first = min((s for s in (in_log, in_buf) if s is not None), default=None)
                 gap = leading_gap(floor, first, page.head)
@@ -178,14 +172,9 @@ class Resumer:
                     items.append(conn.gap_out(gap))
                     # Covered: the reader's own gap, held meanwhile, must not repeat it.
                     cursor = gap.to_seq
-            stop_at = buf[0].seq if buf else None
-            met_buffer = False
-            for ev in page.events:
-                if stop_at is not None and ev.seq >= stop_at:
-                    met_buffer = True
-                    break
+            for ev in events:
                 cursor = ev.seq
-                if conn.entitled(ev):
+                if conn.state.entitled(ev):
                     items.append(conn.event_out(ev, live=False))
                     replayed += 1
             if met_buffer or not page.more:
@@ -198,28 +187,27 @@ class Resumer:
     async def resolve_v1(self, conn: Connection) -> None:
         """No hello (first message was something else, or the grace period ran out): a v1
         client, resumed from the URL's ``?lastSeqId=`` (and ``?epoch=``) when it gave one."""
-        if conn.global_buffer is None or conn.hello_done or conn.close_code is not None:
+        state = conn.state
+        if state.global_buffer is None or state.hello_done or conn.close_code is not None:
             return
-        conn.welcomed = True
-        if conn.url_last_seq is None:
-            merged = merge([], conn.global_buffer, floor=conn.buffer_floor)
-            self._finish_global(conn, merged, [], conn.buffer_floor)
+        state.welcome()
+        if state.url_last_seq is None:
+            self._finish_global(conn, state.finish_resume(state.buffer_floor, holes=True), [])
             return
-        await self._resume_or_close(conn, conn.url_last_seq, conn.url_epoch, None)
+        await self._resume_or_close(conn, state.url_last_seq, state.url_epoch, None)
 
     def _finish_global(
-        self, conn: Connection, merged: Merged, items: list[Outgoing], covered: int
+        self, conn: Connection, merged: list[Event | Gap], items: list[Outgoing]
     ) -> None:
+        """Queue what the resume's switch to live merged (after ``items``) and re-index
+        the connection, now live."""
         replayed = 0
-        for item in with_held_gaps(merged, conn.held_gaps, covered):
+        for item in merged:
             if isinstance(item, Gap):
                 items.append(conn.gap_out(item))
-            elif conn.entitled(item):
+            elif conn.state.entitled(item):
                 items.append(conn.event_out(item, live=False))
                 replayed += 1
         self.ctx.metrics.replayed_events.inc(replayed)
-        conn.global_mark = max(merged.last_seq, conn.buffer_floor)
-        conn.global_buffer = None
-        conn.held_gaps = []
         self.hub.refresh(conn)
         conn.send_burst(items)

@@ -52,7 +52,7 @@ class Router:
         if isinstance(msg, protocol.Hello):
             await self.resume.hello(conn, msg)
             return
-        if conn.global_buffer is not None and not conn.hello_done:
+        if conn.state.global_buffer is not None and not conn.state.hello_done:
             await self.resume.resolve_v1(conn)
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.ctx.client, self.ctx.keys)

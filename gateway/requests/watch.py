@@ -20,7 +20,7 @@ from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery import history
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
-from relaybus.gateway.delivery.replay import Gap, Merged, merge
+from relaybus.gateway.delivery.replay import TRIMMED, Gap, Merged, merge
 from relaybus.gateway.delivery.shared_pages import SharedPages, SharedReads
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.protocol import ProtocolError
@@ -58,8 +58,7 @@ class Watches:
 
     async def watch(self, conn: Connection, msg: protocol.WatchSession) -> None:
         sid = msg.sessionId
-        was_watched = sid in conn.watched
-        conn.watch_buffers[sid] = []
+        was_watched = conn.state.begin_watch(sid)
         self.hub.watch(conn, sid)
         floor = self.hub.position  # the buffer holds every event dispatched above it
         await self.approvals.sync(sid)  # counted before the ack: a request may follow at once
@@ -116,11 +115,9 @@ class Watches:
             return
         # From here to the session mark, no await: live events switch from the buffer to
         # direct delivery exactly at merged.last_seq.
-        buffered = conn.watch_buffers.pop(sid, [])
-        tail = merge([], buffered, floor=merged.last_seq, by_session_seq=True, prev=merged.last)
+        tail = conn.state.finish_watch(sid, merged)
         self._session_items(conn, sid, tail, items)
-        conn.session_marks[sid] = tail.last_seq
-        if conn.observe:
+        if conn.state.observe:
             status = frames.turn_status(sid, row, self.hub.position)
             if status is not None:
                 items.append(conn.direct_out(status))
@@ -139,14 +136,13 @@ class Watches:
         stream = self.ctx.keys.session_events(sid)
         while True:
             page = await self.pages.page(stream, merged.last_seq, floor)
-            buf = conn.watch_buffers.get(sid)
-            if conn.closing() or buf is None:
+            cut = conn.state.before_buffer(page.events, sid)
+            if conn.closing() or cut is None:
                 return None
-            stop_at = buf[0].seq if buf else None
-            events = [ev for ev in page.events if stop_at is None or ev.seq < stop_at]
+            events, met_buffer = cut
             merged = merge(events, [], floor=merged.last_seq, by_session_seq=True, prev=merged.last)
             self._session_items(conn, sid, merged, items)
-            if len(events) < len(page.events) or not page.more:
+            if met_buffer or not page.more:
                 return merged
             if not await conn.send_replay(items):
                 return None
@@ -191,7 +187,7 @@ class Watches:
         return await self.commands.load_history(sid, row.host)
 
     def _cancel_watch(self, conn: Connection, sid: str, was_watched: bool) -> None:
-        conn.watch_buffers.pop(sid, None)
+        conn.state.abandon_watch(sid)
         if not was_watched:
             self.hub.unwatch(conn, sid)
 
@@ -204,7 +200,7 @@ def _session_leading_gap(since: int | None, hist: history.SessionHead) -> Gap | 
     if first is None:
         row = SessionRow.parse(hist.row)
         had_events, last = row.session_seq > 0, row.last_seq_id
-        return Gap(since + 1, last, "trimmed") if had_events and last > since else None
+        return Gap(since + 1, last, TRIMMED) if had_events and last > since else None
     if first.seq > since + 1 and (first.session_seq or 1) > 1:
-        return Gap(since + 1, first.seq - 1, "trimmed")
+        return Gap(since + 1, first.seq - 1, TRIMMED)
     return None

@@ -165,7 +165,7 @@ class Endpoint:
         limiter = RateLimiter(cfg.rate_limit_per_s)
         try:
             while conn.close_code is None:
-                if v1_at is not None and (conn.hello_done or conn.welcomed):
+                if v1_at is not None and (conn.state.hello_done or conn.state.welcomed):
                     v1_at = None
                 if v1_at is None:
                     message = await ws.receive()
@@ -189,7 +189,7 @@ class Endpoint:
                     raw = message.get("bytes") or b""
                 if not await self._one(conn, raw):
                     continue
-                if url_error is not None and conn.welcomed and not conn.hello_done:
+                if url_error is not None and conn.state.welcomed and not conn.state.hello_done:
                     self._url_error(conn, url_error)  # a v1 client resolved by its first frame
                 url_error = None
         except WebSocketDisconnect:
@@ -207,11 +207,9 @@ class Endpoint:
         raw = params.get("lastSeqId")
         if epoch is not None and len(epoch) > MAX_URL_EPOCH_CHARS:
             return f"query parameter 'epoch' exceeds {MAX_URL_EPOCH_CHARS} characters; not resuming"
-        conn.url_epoch = epoch
-        if raw is None:
-            return None
-        if raw.isascii() and raw.isdigit() and len(raw) <= 18:
-            conn.url_last_seq = int(raw)
+        usable = raw is not None and raw.isascii() and raw.isdigit() and len(raw) <= 18
+        conn.state.set_url_resume(int(raw) if raw is not None and usable else None, epoch)
+        if raw is None or usable:
             return None
         return "query parameter 'lastSeqId' must be an integer >= 0; not resuming"
 
@@ -236,7 +234,11 @@ class Endpoint:
             if conn.access is None and (not isinstance(msg, protocol.Hello) or msg.token is None):
                 self._refuse(conn, "the first frame must be hello with a token")
                 return False
-            if isinstance(msg, protocol.Hello) and msg.token is not None and not conn.hello_done:
+            if (
+                isinstance(msg, protocol.Hello)
+                and msg.token is not None
+                and not conn.state.hello_done
+            ):
                 # A second hello is refused (bad_state) by the handler: its token changes
                 # nothing, so a read-only connection cannot upgrade itself that way.
                 access = self.tokens.check(msg.token)

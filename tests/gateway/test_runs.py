@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from relaybus.gateway.delivery.replay import Merged
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway
@@ -72,7 +73,7 @@ async def test_run_skips_what_a_connection_already_has(gw: RunningGateway, pub: 
         assert len(hub.watchers["s1"]) == 2
         head = hub.position
         # One connection's mark as a replay that read 10 entries past the reader leaves it.
-        next(iter(hub.watchers["s1"])).session_marks["s1"] = head + 10
+        next(iter(hub.watchers["s1"])).state.finish_watch("s1", Merged(last_seq=head + 10))
         appended = await pub.events("s1", [f"e{i}" for i in range(20)])
         await plain.until(lambda _: len(plain.events()) >= 10)
         await second.until(lambda _: len(second.events()) >= 10)
