@@ -23,6 +23,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from relaybus.gateway import frames
@@ -110,6 +111,11 @@ class Hub:
             if not group:
                 del self.watchers[sid]
 
+    def _audience(self, sid: str) -> Iterable[Connection]:
+        """Who is offered a session's events: the firehose, then the session's watchers."""
+        group = self.watchers.get(sid)
+        return chain(self.firehose, group) if group else self.firehose
+
     def dispatch(self, events: Sequence[Event]) -> None:
         """Offer each event to the connections that may receive it (no awaits), then queue
         each connection's share of the batch as one entry."""
@@ -118,26 +124,12 @@ class Hub:
             for item in runs(events):
                 if isinstance(item, Run):
                     # One session's events back to back: each connection takes them at once.
-                    for conn in self.firehose:
-                        if conn.offer_run(item):
-                            touched.append(conn)
-                    group = self.watchers.get(item.sid)
-                    if group:
-                        for conn in group:
-                            if conn.offer_run(item):
-                                touched.append(conn)
+                    touched.extend(c for c in self._audience(item.sid) if c.offer_run(item))
                     self.position = item.events[-1].seq
                     continue
                 ev = item
                 if ev.session_scoped:
-                    for conn in self.firehose:
-                        if conn.offer(ev):
-                            touched.append(conn)
-                    group = self.watchers.get(ev.sid)
-                    if group:
-                        for conn in group:
-                            if conn.offer(ev):
-                                touched.append(conn)
+                    touched.extend(c for c in self._audience(ev.sid) if c.offer(ev))
                 elif ev.kind in wire_frames.BROADCAST_KINDS:
                     for conn in self.connections:
                         if conn.offer(ev):
