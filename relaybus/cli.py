@@ -92,7 +92,11 @@ GATEWAY_FIELDS = [
     "push_endpoint_allow",
     "push_rate_limit_per_min",
     "notify_urls",
+    "tls_cert",
+    "tls_key",
 ]
+#: ``relaybus up`` only: its own root CA and the page that offers it (relaybus.tls).
+UP_TLS_FIELDS = ["tls_auto", "tls_root_port"]
 #: Settings read from the environment only, never a flag: name -> why (checked by
 #: tests/shared/test_cli.py: every other setting is a flag of some subcommand).
 ENV_ONLY: dict[str, str] = {}
@@ -144,7 +148,7 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
     ),
     "up": (
         _run_up,
-        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
+        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS + UP_TLS_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
     "push": (

@@ -76,6 +76,8 @@ class UpProc:
             "--collector-metrics-port", "0",
             "--approval-port", "0",
             "--redis-socket-timeout-s", "2",
+            # plain http unless a test asks for HTTPS (tests/deploy/test_up_https.py)
+            "--tls-auto", "false",
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None
 
