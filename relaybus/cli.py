@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from relaybus import hookcli
+from relaybus import hookcli, tlscli
 from relaybus.shared import __version__
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             )
         _add_setting_options(p, fields)
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
-        for name, summary in hookcli.SUBCOMMANDS.items():
+        for name, summary in {**hookcli.SUBCOMMANDS, **tlscli.SUBCOMMANDS}.items():
             sub.add_parser(name, help=summary, add_help=False)
     return parser
 
@@ -228,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in hookcli.SUBCOMMANDS:
         return hookcli.main(args)
+    if args and args[0] in tlscli.SUBCOMMANDS:
+        return tlscli.main(args)
     return _dispatch(build_parser(), args)
 
 

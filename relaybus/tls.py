@@ -195,6 +195,14 @@ def ensure_root(directory: Path, extra: Sequence[Name] = ()) -> CertPaths:
     return paths
 
 
+def load_cert(path: Path) -> x509.Certificate:
+    """A PEM certificate; ``TlsError`` when it cannot be read."""
+    try:
+        return x509.load_pem_x509_certificate(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise TlsError(f"cannot read {path}: {exc}") from exc
+
+
 def _load(paths: CertPaths) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     try:
         cert = x509.load_pem_x509_certificate(paths.cert.read_bytes())

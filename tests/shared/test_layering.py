@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 TOP = {
     "cli", "up", "doctor", "embedded", "hookcli", "claude_settings", "logsetup", "lan",
-    "tls", "uptls", "rootpage", "qr", "upstate",
+    "tls", "uptls", "rootpage", "qr", "upstate", "tlscli",
 }  # fmt: skip
 
 
