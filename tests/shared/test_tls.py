@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import subprocess
+import sys
 from pathlib import Path
 
 from cryptography import x509
@@ -76,3 +77,29 @@ def test_renewal_on_new_names_near_expiry_and_new_root(tmp_path: Path) -> None:
     assert tls.needs_renewal(again, other, ["192.168.1.21", "127.0.0.1", "localhost"])
     short = tls.make_server(directory, root, names, days=20)  # 20 days from expiry
     assert tls.needs_renewal(short, root, names)
+
+
+def test_tls_make_for_compose_and_refusal_of_names_the_root_cannot_cover(tmp_path: Path) -> None:
+    """`relaybus tls make` writes a verifying pair for the names given; a later name the
+    existing root does not cover is refused with one line and the certificate is kept."""
+    directory = tmp_path / "certs"
+
+    def make(*names: str) -> subprocess.CompletedProcess[str]:
+        args = [a for n in names for a in ("--name", n)]
+        return subprocess.run(
+            [sys.executable, "-m", "relaybus.cli", "tls", "make", "--dir", str(directory), *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    made = make("relay.example.com", "192.168.1.5")
+    assert made.returncode == 0, made.stderr
+    server = directory / "server.crt"
+    assert _verify(directory / "root.crt", server).returncode == 0
+    cert = x509.load_pem_x509_certificate(server.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert set(sans.get_values_for_type(x509.DNSName)) == {"relay.example.com", "localhost"}
+    before = server.read_bytes()
+    refused = make("other.example.org")
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "other.example.org" in refused.stderr
+    assert server.read_bytes() == before
