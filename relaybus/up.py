@@ -9,7 +9,8 @@ SIGTERM or SIGINT sets one stop event shared by both components; each stops its 
 and finishes its work in flight, then the embedded server is shut down. A second signal
 cancels what is still running.
 
-(Just over 300 lines: the whole start and stop order of ``up`` reads best in one place.)
+(About 350 lines: the whole start and stop order of ``up`` reads best in one place; HTTPS
+is relaybus.uptls, the state file relaybus.upstate.)
 """
 
 from __future__ import annotations
@@ -270,7 +271,10 @@ def _state(settings: Settings, token: str | None, chosen: uptls.UpTls) -> upstat
 
 def _announce(banner: str, state: upstate.UpState) -> None:
     print(banner, flush=True)
-    upstate.write(state, state_dir())
+    try:
+        upstate.write(state, state_dir())
+    except OSError as exc:  # relaybus url/status cannot answer; serving goes on
+        log.warning("cannot write %s: %s", upstate.path(state_dir()), exc)
 
 
 def _wait_for_external_redis(settings: Settings) -> None:
