@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -105,3 +106,25 @@ def probe_context(settings: Settings) -> ssl.SSLContext | None:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def gateway_answers_tls(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """A relaybus gateway answers ``/healthz`` over TLS on ``host:port`` (``relaybus doctor``
+    next to an ``up`` serving HTTPS). Like :func:`probe_context`, whether *our* gateway
+    answers is the question, so the certificate is not verified."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    body = b""
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout_s) as raw,
+            context.wrap_socket(raw) as s,
+        ):
+            s.settimeout(timeout_s)
+            s.sendall(f"GET /healthz HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            while len(body) < 65536 and (chunk := s.recv(65536)):
+                body += chunk
+    except OSError:  # ssl.SSLError included: not TLS there
+        return False
+    return b'"gatewayId"' in body

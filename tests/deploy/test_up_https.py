@@ -55,7 +55,7 @@ def test_chromium_trusting_only_the_root_loads_the_app_and_subscribes_to_push(
     up: UpProc, tmp_path: Path
 ) -> None:
     """https phone URL in the banner and from `relaybus url`; the root page offers the same
-    root; Chromium (its NSS db trusting that root only, no certificate flag) gets a secure
+    root; `relaybus doctor` knows the port is up's gateway; Chromium (its NSS db trusting that root only, no certificate flag) gets a secure
     context, the service worker and, through the app's own Turn on, a push subscription the
     gateway stores. Without the root the same URL is refused."""
     banner = up.wait_banner()
@@ -69,6 +69,12 @@ def test_chromium_trusting_only_the_root_loads_the_app_and_subscribes_to_push(
     assert "Android" in page.text and "iPhone" in page.text and "<svg" in page.text
     der = httpx.get(root_url + "relaybus-root.crt", timeout=10).content
     assert der == x509.load_pem_x509_certificate(root.read_bytes()).public_bytes(Encoding.DER)
+    doctor = subprocess.run(
+        [sys.executable, "-m", "relaybus.cli", "doctor", "--gateway-host", "127.0.0.1",
+         "--gateway-port", str(up.port), "--collector-metrics-port", "0", "--approval-port", "0"],
+        env=up.env, cwd=up.tmp, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert f"a relaybus gateway already serves 127.0.0.1:{up.port}" in doctor.stdout, doctor.stdout
     origin = url.split("#", 1)[0].rstrip("/")
 
     with sync_playwright() as pw, FakeGcm() as gcm:
