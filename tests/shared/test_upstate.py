@@ -45,3 +45,18 @@ def test_stale_malformed_and_foreign_files(tmp_path: Path) -> None:
     for hostile in ("[" * 60_000, "x" * 100_000):
         upstate.path(tmp_path).write_text(hostile)
         assert upstate.read(tmp_path) is None
+
+
+def test_relaybus_url_without_a_running_up_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    """No state file, or one whose process is gone: `relaybus url` says so in one line."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    cmd = [sys.executable, "-m", "relaybus.cli", "url"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "no relaybus up is running" in out.stderr
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    (tmp_path / "relaybus").mkdir()
+    upstate.write(UpState(pid=int(dead.stdout), url="https://x/"), tmp_path / "relaybus")
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 1 and "no relaybus up is running" in out.stderr
