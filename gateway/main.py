@@ -83,6 +83,9 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
+        # RELAYBUS_TLS_CERT/KEY (or the certificate `relaybus up` made): HTTPS and wss.
+        ssl_certfile=settings.tls_cert or None,
+        ssl_keyfile=settings.tls_key or None,
     )
 
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from relaybus import hookcli
+from relaybus import hookcli, tlscli
 from relaybus.shared import __version__
 
 if TYPE_CHECKING:
@@ -92,7 +92,11 @@ GATEWAY_FIELDS = [
     "push_endpoint_allow",
     "push_rate_limit_per_min",
     "notify_urls",
+    "tls_cert",
+    "tls_key",
 ]
+#: ``relaybus up`` only: its own root CA and the page that offers it (relaybus.tls).
+UP_TLS_FIELDS = ["tls_auto", "tls_root_port"]
 #: Settings read from the environment only, never a flag: name -> why (checked by
 #: tests/shared/test_cli.py: every other setting is a flag of some subcommand).
 ENV_ONLY: dict[str, str] = {}
@@ -144,7 +148,7 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
     ),
     "up": (
         _run_up,
-        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
+        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS + UP_TLS_FIELDS,
         "collector + gateway in one process (embedded server when no Redis URL is given)",
     ),
     "push": (
@@ -199,7 +203,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             )
         _add_setting_options(p, fields)
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
-        for name, summary in hookcli.SUBCOMMANDS.items():
+        for name, summary in {**hookcli.SUBCOMMANDS, **tlscli.SUBCOMMANDS}.items():
             sub.add_parser(name, help=summary, add_help=False)
     return parser
 
@@ -224,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in hookcli.SUBCOMMANDS:
         return hookcli.main(args)
+    if args and args[0] in tlscli.SUBCOMMANDS:
+        return tlscli.main(args)
     return _dispatch(build_parser(), args)
 
 

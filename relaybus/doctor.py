@@ -124,7 +124,12 @@ def _loopback(host: str) -> str:
 
 
 def check_ports(settings: Settings) -> list[Check]:
-    gateway_running = _gateway_answers(_loopback(settings.gateway_host), settings.gateway_port)
+    from relaybus.uptls import gateway_answers_tls  # relaybus up serves HTTPS by default
+
+    loop_host, gw_port = _loopback(settings.gateway_host), settings.gateway_port
+    gateway_running = _gateway_answers(loop_host, gw_port) or gateway_answers_tls(
+        loop_host, gw_port
+    )
     wanted = [
         ("gateway", settings.gateway_host, settings.gateway_port, "RELAYBUS_GATEWAY_PORT"),
         (
@@ -217,18 +222,22 @@ def check_prompts(settings: Settings) -> Check:
 
 
 def check_lan(settings: Settings) -> Check:
-    """Phones use ``http://<lan address>:<port>``: connect there, to the running gateway or
-    to a listener bound the way the gateway binds."""
+    """Phones use ``http(s)://<lan address>:<port>``: connect there, to the running gateway
+    (plain or TLS) or to a listener bound the way the gateway binds."""
+    from relaybus.uptls import gateway_answers_tls  # relaybus up serves HTTPS by default
+
     address, port = lan_address(), settings.gateway_port
-    url = f"http://{address}:{port}/"
+    tls = gateway_answers_tls(_loopback(settings.gateway_host), port)
+    url = f"{'https' if tls else 'http'}://{address}:{port}/"
+    answers = gateway_answers_tls if tls else _gateway_answers
     if address.startswith("127."):
         return Check(
             WARN,
             "lan",
             "this machine has no LAN address (no default route): phones need it on their network",
         )
-    if _gateway_answers(_loopback(settings.gateway_host), port):
-        if _gateway_answers(address, port):
+    if answers(_loopback(settings.gateway_host), port):
+        if answers(address, port):
             return Check(
                 OK, "lan", f"the gateway answers at {url} (a firewall may still block phones)"
             )

@@ -9,7 +9,8 @@ SIGTERM or SIGINT sets one stop event shared by both components; each stops its 
 and finishes its work in flight, then the embedded server is shut down. A second signal
 cancels what is still running.
 
-(Just over 300 lines: the whole start and stop order of ``up`` reads best in one place.)
+(About 350 lines: the whole start and stop order of ``up`` reads best in one place; HTTPS
+is relaybus.uptls, the state file relaybus.upstate.)
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from urllib.parse import quote
 
 from pydantic import SecretStr
 
+from relaybus import upstate, uptls
 from relaybus.collector.service import serve as serve_collector
 from relaybus.embedded import EmbeddedServer, EmbeddedServerError, write_private
 from relaybus.gateway.auth import AuthConfigError, TokenTable, check_anonymous_bind
 from relaybus.gateway.main import GatewayStartError
 from relaybus.gateway.main import serve as serve_gateway
-from relaybus.lan import lan_address
 from relaybus.shared import approval_socket
 from relaybus.shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
 from relaybus.shared.settings import Settings
@@ -46,11 +47,7 @@ SHUTDOWN_S = 30.0
 READY_TIMEOUT_S = 60.0
 
 
-def state_dir() -> Path:
-    """``$XDG_STATE_HOME/relaybus``, or ``~/.local/state/relaybus``."""
-    xdg = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
-    return base / "relaybus"
+state_dir = upstate.state_dir
 
 
 def ensure_token(directory: Path) -> str:
@@ -66,9 +63,8 @@ def ensure_token(directory: Path) -> str:
 
 def phone_url(settings: Settings, token: str | None) -> str:
     """The URL to open on a phone: the LAN address unless the gateway listens on one host."""
-    bound = settings.gateway_host
-    host = lan_address() if bound in ("0.0.0.0", "", "::") else bound
-    url = f"http://{host}:{settings.gateway_port}/"
+    scheme = "https" if settings.tls_cert else "http"
+    url = f"{scheme}://{uptls.public_host(settings)}:{settings.gateway_port}/"
     # In the fragment: never sent to a server, so never in an access log or a Referer.
     return f"{url}#token={quote(token, safe='')}" if token else url
 
@@ -84,8 +80,12 @@ def listening(settings: Settings) -> str:
     return ", ".join(parts)
 
 
-def _banner(settings: Settings, token: str | None, server: EmbeddedServer | None) -> str:
-    lines = ["", "relaybus is up.", f"  Open on your phone:  {phone_url(settings, token)}"]
+def _banner(
+    settings: Settings, token: str | None, server: EmbeddedServer | None, chosen: uptls.UpTls
+) -> str:
+    url = phone_url(settings, token)
+    lines = ["", "relaybus is up.", f"  Open on your phone:  {url}"]
+    lines += uptls.banner_lines(settings, chosen, url)
     if token:
         lines.append(f"  Token:               {token}")
     if server is not None:
@@ -114,7 +114,9 @@ async def _gateway_ready(settings: Settings, stop: asyncio.Event) -> bool:
     deadline = loop.time() + READY_TIMEOUT_S
     while not stop.is_set() and loop.time() < deadline:
         try:
-            reader, writer = await asyncio.open_connection(host, settings.gateway_port)
+            reader, writer = await asyncio.open_connection(
+                host, settings.gateway_port, ssl=uptls.probe_context(settings)
+            )
             try:
                 writer.write(request)
                 body = await asyncio.wait_for(reader.read(65536), 5)
@@ -137,14 +139,19 @@ async def _ready(settings: Settings, stop: asyncio.Event) -> bool:
     return await wait_for_redis(settings, stop, lambda _reason: None)
 
 
-async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
-    """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed
-    or Redis refused the settings."""
+async def serve_both(
+    settings: Settings,
+    on_ready: Callable[[], None],
+    extra: dict[str, uptls.Component] | None = None,
+) -> int:
+    """Run collector and gateway (and the ``extra`` components) until a signal; 0 on a
+    clean stop, 1 if one of them failed or Redis refused the settings."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     components: dict[str, Coroutine[Any, Any, None]] = {
         "gateway": serve_gateway(settings, stop),
         "collector": serve_collector(settings, stop),
+        **{name: start(stop) for name, start in (extra or {}).items()},
     }
     tasks: dict[asyncio.Task[None], str] = {
         asyncio.create_task(c, name=f"up-{n}"): n for n, c in components.items()
@@ -239,6 +246,35 @@ def preflight(settings: Settings) -> None:
         settings.collector_metrics_port,
         "RELAYBUS_COLLECTOR_METRICS_PORT",
     )
+    uptls.check_root_port(settings)
+
+
+def _state(settings: Settings, token: str | None, chosen: uptls.UpTls) -> upstate.UpState:
+    """What ``relaybus url``/``status`` read about this ``up`` (relaybus.upstate)."""
+    ports = {"gateway": settings.gateway_port}
+    if chosen.root_url(settings):
+        ports["root"] = chosen.root_port
+    if settings.collector_metrics_port:
+        ports["metrics"] = settings.collector_metrics_port
+    url = phone_url(settings, token)
+    return upstate.UpState(
+        pid=os.getpid(),
+        url=url,
+        http_url="" if chosen.enabled else url,
+        root_url=chosen.root_url(settings),
+        root_cert=str(chosen.root_cert or ""),
+        tls=chosen.enabled,
+        redis=redis_address(settings),
+        ports=ports,
+    )
+
+
+def _announce(banner: str, state: upstate.UpState) -> None:
+    print(banner, flush=True)
+    try:
+        upstate.write(state, state_dir())
+    except OSError as exc:  # relaybus url/status cannot answer; serving goes on
+        log.warning("cannot write %s: %s", upstate.path(state_dir()), exc)
 
 
 def _wait_for_external_redis(settings: Settings) -> None:
@@ -286,18 +322,22 @@ def run(settings: Settings) -> int:
         if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
             token = ensure_token(directory)
             settings = settings.model_copy(update={"tokens": SecretStr(token)})
-        banner = _banner(settings, token, server)
-        code = asyncio.run(serve_both(settings, lambda: print(banner, flush=True)))
+        settings, chosen = uptls.prepare(settings, directory)
+        banner = _banner(settings, token, server, chosen)
+        state = _state(settings, token, chosen)
+        extra = uptls.components(settings, chosen, state.url)
+        code = asyncio.run(serve_both(settings, lambda: _announce(banner, state), extra))
     except EmbeddedServerError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         code = 1
-    except RedisRefused as exc:
+    except (RedisRefused, StartupError) as exc:
         print(f"relaybus up: {exc}", file=sys.stderr)
         code = 1
     except _Interrupted as exc:
         log.info("%s during start-up: stopping", exc)
     finally:
         _set_handlers(signal.SIG_IGN)  # the server stops last and is not cut short
+        upstate.remove(directory)
         if server is not None:
             server.stop()
         for sig, old in previous.items():

@@ -327,6 +327,30 @@ class Settings(BaseSettings):
         description="comma-separated host names the gateway is reached under (Host header) "
         "besides its IP addresses, localhost and this machine's name; others get 403",
     )
+    tls_cert: str = Field(
+        default="",
+        max_length=4096,
+        description="PEM certificate (chain) file: the gateway serves HTTPS with it and "
+        "RELAYBUS_TLS_KEY (a name you own, a tailnet's certificate); relaybus up then makes none",
+    )
+    tls_key: str = Field(
+        default="",
+        max_length=4096,
+        validate_default=True,
+        description="PEM private key file of RELAYBUS_TLS_CERT",
+    )
+    tls_auto: bool = Field(
+        default=True,
+        description="relaybus up: make a private root CA once and a certificate for this "
+        "machine's addresses, and serve HTTPS on the phone port (false: plain http)",
+    )
+    tls_root_port: int = Field(
+        default=8081,
+        ge=0,
+        le=65535,
+        description="relaybus up with its own root: plain-http page with the root certificate "
+        "and install steps for phones (0: off)",
+    )
 
     watchers_ttl_s: int = Field(
         default=15,
@@ -439,6 +463,13 @@ class Settings(BaseSettings):
         text = v.get_secret_value() if isinstance(v, SecretStr) else v
         if isinstance(text, str) and text:  # empty: not set (see ``require_redis_url``)
             check_redis_url(text)
+        return v
+
+    @field_validator("tls_key")
+    @classmethod
+    def _key_with_cert(cls, v: str, info: ValidationInfo) -> str:
+        if bool(v) != bool(info.data.get("tls_cert")):
+            raise ValueError("set together with RELAYBUS_TLS_CERT (a certificate and its key)")
         return v
 
     def require_redis_url(self) -> None:

@@ -21,9 +21,11 @@ from aiohttp.resolver import DefaultResolver
 
 ENDPOINT_MAX = 2048
 #: The browsers' push services: Chrome, Edge, Opera, Samsung (FCM; ``android`` for subscriptions
-#: made before FCM), Firefox (autopush), Safari (APNs web push), Edge/Windows (WNS).
+#: made before FCM; current Chromium subscribes with ``jmt17.google.com/fcm/send/…``), Firefox
+#: (autopush), Safari (APNs web push), Edge/Windows (WNS).
 PUSH_SERVICES = (
     "fcm.googleapis.com",
+    "jmt17.google.com",
     "android.googleapis.com",
     "updates.push.services.mozilla.com",
 )

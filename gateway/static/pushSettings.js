@@ -4,7 +4,7 @@
 // keeps in localStorage and learns the known machines and sessions from the app's
 // `relaybus:list` event.
 
-import { knownMachines, mutedRows } from "./pushPrefs.js";
+import { knownMachines, mutedRows, pushBlocker } from "./pushPrefs.js";
 
 const TOKEN_KEY = "relaybus.token";
 const EVENTS = [
@@ -152,11 +152,31 @@ function showPrefs(dlg, prefs) {
   showMuted(dlg, prefs.muted);
 }
 
+/** pushBlocker() of what this page sees (the server's key is fetched only when it matters). */
+async function whatIsMissing() {
+  const env = {
+    secure: window.isSecureContext === true,
+    serviceWorker: "serviceWorker" in navigator,
+    pushManager: "PushManager" in window,
+    notification: "Notification" in window,
+    permission: "Notification" in window ? Notification.permission : "default",
+    ios: isIos(),
+    standalone: standalone(),
+    serverKey: true,
+  };
+  if (pushBlocker(env)) return pushBlocker(env);
+  env.serverKey = await fetch("push/key")
+    .then((r) => r.ok)
+    .catch(() => false);
+  return pushBlocker(env);
+}
+
 async function refresh(dlg) {
   const status = dlg.querySelector("#push-status");
   dlg.querySelector("#push-ios-hint").hidden = !(isIos() && !standalone());
-  if (!supported()) {
-    status.textContent = "This browser cannot receive push notifications.";
+  const missing = await whatIsMissing();
+  if (missing) {
+    status.textContent = missing;
     return;
   }
   const sub = await currentSubscription().catch(() => null);

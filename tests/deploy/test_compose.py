@@ -156,7 +156,7 @@ def test_gateways_are_replicated_behind_nginx_on_one_published_port(
     assert services["nginx"]["ports"] == ["8080:8080"]
     nginx_conf = (DEPLOY / "nginx.conf").read_text()
     assert re.search(rf"^\s*server gateway:{gateway_port}\b", nginx_conf, re.M)
-    assert re.search(r"^\s*listen 8080;", nginx_conf, re.M)
+    assert re.search(r"^\s*listen 8080 ssl;", nginx_conf, re.M)
     assert ("./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro") in _bind_mounts(services["nginx"])
 
 

@@ -17,6 +17,7 @@ from tests.support.push_service import PushServiceStandIn
     [
         ("", "https://fcm.googleapis.com/fcm/send/a", True),
         ("", "https://fcm.googleapis.com:443/fcm/send/a", True),
+        ("", "https://jmt17.google.com/fcm/send/a", True),
         ("", "https://FCM.googleapis.com./fcm/send/a", True),
         ("", "https://web.push.apple.com/a", True),
         ("", "https://push.apple.com/a", False),

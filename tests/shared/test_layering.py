@@ -11,7 +11,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-TOP = {"cli", "up", "doctor", "embedded", "hookcli", "claude_settings", "logsetup", "lan"}
+TOP = {
+    "cli", "up", "doctor", "embedded", "hookcli", "claude_settings", "logsetup", "lan",
+    "tls", "uptls", "rootpage", "qr", "upstate", "tlscli",
+}  # fmt: skip
 
 
 def _part(dotted: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -22,7 +23,8 @@ NGINX = "/usr/sbin/nginx"
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
 _UPSTREAM_LINE = "        server gateway:8080 max_fails=1 fail_timeout=5s;\n"
-_LISTEN_LINE = "        listen 8080;\n"
+_LISTEN_LINES = "        listen 8080 ssl;\n        include nginx-tls.conf;\n"
+_CERTS_DIR = "/etc/nginx/certs/"
 
 
 def _replace_once(text: str, old: str, new: str) -> str:
@@ -30,14 +32,24 @@ def _replace_once(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def render_nginx_conf(workdir: Path, listen_port: int, upstream_ports: list[int]) -> Path:
-    """deploy/nginx.conf with loopback upstreams and listen port; temp files under workdir."""
+def render_nginx_conf(
+    workdir: Path, listen_port: int, upstream_ports: list[int], certs: Path | None = None
+) -> Path:
+    """deploy/nginx.conf with loopback upstreams and listen port; temp files under workdir.
+    Plain http unless ``certs`` (a ``relaybus tls make`` directory): then deploy/nginx-tls.conf
+    with its certificate paths there."""
     text = (DEPLOY / "nginx.conf").read_text()
     servers = "".join(
         _UPSTREAM_LINE.replace("gateway:8080", f"127.0.0.1:{p}") for p in upstream_ports
     )
     text = _replace_once(text, _UPSTREAM_LINE, servers)
-    text = _replace_once(text, _LISTEN_LINE, f"        listen 127.0.0.1:{listen_port};\n")
+    if certs is None:
+        listen = f"        listen 127.0.0.1:{listen_port};\n"
+    else:
+        tls_conf = (DEPLOY / "nginx-tls.conf").read_text()
+        (workdir / "nginx-tls.conf").write_text(tls_conf.replace(_CERTS_DIR, f"{certs}/"))
+        listen = f"        listen 127.0.0.1:{listen_port} ssl;\n        include nginx-tls.conf;\n"
+    text = _replace_once(text, _LISTEN_LINES, listen)
     temp = "".join(
         f"    {kind}_temp_path {workdir / kind};\n"
         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -101,6 +113,8 @@ class Nginx:
     proc: subprocess.Popen[bytes] | None = None
     #: Exact text replacements applied to the rendered nginx.conf (e.g. shorter timeouts).
     edits: dict[str, str] = field(default_factory=dict)
+    #: HTTPS with the certificates of this ``relaybus tls make`` directory (root.crt trusted).
+    certs: Path | None = None
 
     def start(self) -> None:
         """Start nginx; on a port taken since it was chosen, retry on another one."""
@@ -113,7 +127,7 @@ class Nginx:
 
     def _launch(self) -> bool:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        conf = render_nginx_conf(self.workdir, self.port, self.upstream_ports)
+        conf = render_nginx_conf(self.workdir, self.port, self.upstream_ports, self.certs)
         text = conf.read_text()
         for old, new in self.edits.items():
             assert old in text, old
@@ -129,7 +143,7 @@ class Nginx:
         self.proc = proc
         deadline = time.monotonic() + 30
         while proc.poll() is None and time.monotonic() < deadline:
-            if _nginx_answers(self.port):
+            if _nginx_answers(self.port, self.certs):
                 return True
             time.sleep(0.05)
         self.stop()
@@ -197,11 +211,16 @@ class Prometheus:
         self.proc = None
 
 
-def _nginx_answers(port: int) -> bool:
+def _nginx_answers(port: int, certs: Path | None = None) -> bool:
     """Whether nginx itself (not whatever else holds the port) serves there: its own 404
-    for /metrics, answered without any upstream."""
+    for /metrics, answered without any upstream (over HTTPS trusting ``certs/root.crt``)."""
+    scheme, context = "http", None
+    if certs is not None:
+        scheme, context = "https", ssl.create_default_context(cafile=str(certs / "root.crt"))
     try:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).close()
+        urllib.request.urlopen(
+            f"{scheme}://127.0.0.1:{port}/metrics", timeout=2, context=context
+        ).close()
     except urllib.error.HTTPError as exc:
         exc.close()
         return exc.code == 404 and exc.headers.get("Server") == "nginx"

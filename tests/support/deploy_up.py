@@ -47,7 +47,8 @@ def gone(pid: int, timeout_s: float = 30.0) -> bool:
 
 class UpProc:
     """``relaybus up`` on a free loopback port (no metrics or approval listener); its stdout
-    (the banner) kept in a file."""
+    (the banner) kept in a file. Plain http, unless ``root_port`` is given: then HTTPS with
+    up's own root, whose page is served on that port."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class UpProc:
         claude_dir: Path,
         env: dict[str, str] | None = None,
         port: int | None = None,
+        root_port: int | None = None,
     ) -> None:
         self.tmp = tmp
         self.home = tmp / "home"
@@ -77,6 +79,10 @@ class UpProc:
             "--approval-port", "0",
             "--redis-socket-timeout-s", "2",
         ]  # fmt: skip
+        if root_port is None:  # plain http unless a test asks for HTTPS (test_up_https.py)
+            self.args += ["--tls-auto", "false"]
+        else:
+            self.args += ["--tls-root-port", str(root_port)]
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from ssl import SSLContext
 from types import TracebackType
 from typing import Any
 
@@ -22,8 +23,10 @@ class WsClient:
         token: str | None = None,
         query_token: bool = False,
         max_size: int | None = 16 * 1024 * 1024,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.url = url
+        self.ssl = ssl  # wss: the context that verifies the server (default: the system's)
         self.headers: dict[str, str] = {}
         if token is not None and query_token:
             self.url += ("&" if "?" in url else "?") + f"token={token}"
@@ -42,6 +45,7 @@ class WsClient:
             compression=None,
             max_size=self.max_size,
             open_timeout=20,
+            ssl=self.ssl,
         )
         return self
 

@@ -20,3 +20,15 @@ test("muted sessions are named by their title, or cwd, or the id prefix when unk
   ]);
   assert.deepEqual(mutedRows(undefined, []), []);
 });
+
+test("the Notifications sheet names what is missing for push, most basic cause first", async () => {
+  const { pushBlocker } = await import("../../../gateway/static/pushPrefs.js");
+  const ok = { secure: true, serviceWorker: true, pushManager: true, notification: true, permission: "default", ios: false, standalone: false, serverKey: true };
+  assert.equal(pushBlocker(ok), null);
+  assert.match(pushBlocker({ ...ok, secure: false, serviceWorker: false, pushManager: false }), /HTTPS.*root certificate/);
+  assert.match(pushBlocker({ ...ok, ios: true, pushManager: false }), /Add to Home Screen/);
+  assert.match(pushBlocker({ ...ok, serviceWorker: false }), /no service worker/);
+  assert.match(pushBlocker({ ...ok, pushManager: false }), /no Web Push/);
+  assert.match(pushBlocker({ ...ok, permission: "denied" }), /blocked for this site/);
+  assert.match(pushBlocker({ ...ok, serverKey: false }), /no push key \(VAPID\)/);
+});

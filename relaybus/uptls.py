@@ -1,0 +1,130 @@
+"""HTTPS for ``relaybus up``: which certificate the phone port serves, and the root page.
+
+* ``RELAYBUS_TLS_CERT``/``RELAYBUS_TLS_KEY`` set: that certificate (checked readable), no
+  root of ours, no root page.
+* else ``RELAYBUS_TLS_AUTO`` (default true): the private root and a server certificate for
+  this machine's addresses (relaybus.tls, in ``<state dir>/tls``), and the plain-http root
+  page on ``RELAYBUS_TLS_ROOT_PORT`` (relaybus.rootpage).
+* else plain http, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relaybus import qr, rootpage, tls
+from relaybus.lan import lan_address
+from relaybus.shared.preflight import StartupError, check_port
+from relaybus.shared.settings import Settings
+
+Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+@dataclass(frozen=True)
+class UpTls:
+    """What ``up`` serves: ``root_cert`` is set when the root is ours (auto)."""
+
+    enabled: bool
+    root_cert: Path | None = None
+    root_port: int = 0
+
+    def root_url(self, settings: Settings) -> str:
+        if self.root_cert is None or not self.root_port:
+            return ""
+        return f"http://{public_host(settings)}:{self.root_port}/"
+
+
+def public_host(settings: Settings) -> str:
+    """The address phones use: the LAN address unless the gateway listens on one host."""
+    bound = settings.gateway_host
+    return lan_address() if bound in ("0.0.0.0", "", "::") else bound
+
+
+def check_root_port(settings: Settings) -> None:
+    """The root page's port is free (when ``up`` will serve it)."""
+    if settings.tls_auto and not settings.tls_cert and settings.tls_root_port:
+        check_port(settings.gateway_host, settings.tls_root_port, "RELAYBUS_TLS_ROOT_PORT")
+
+
+def prepare(settings: Settings, state_dir: Path) -> tuple[Settings, UpTls]:
+    """The settings the gateway serves with (``tls_cert``/``tls_key`` filled in when the
+    certificate is ours) and what was chosen; ``StartupError`` (one line) when a
+    certificate cannot be used or made."""
+    try:
+        if settings.tls_cert:
+            tls.check_pair(tls.CertPaths(Path(settings.tls_cert), Path(settings.tls_key)))
+            return settings, UpTls(enabled=True)
+        if not settings.tls_auto:
+            return settings, UpTls(enabled=False)
+        extra = [h.strip() for h in settings.public_hosts.split(",") if h.strip()]
+        names = tls.phone_names(lan_address(), extra)
+        root, server = tls.ensure_server(tls.tls_dir(state_dir), names)
+    except (tls.TlsError, OSError) as exc:
+        raise StartupError(str(exc)) from exc
+    update = {"tls_cert": str(server.cert), "tls_key": str(server.key)}
+    return settings.model_copy(update=update), UpTls(True, root.cert, settings.tls_root_port)
+
+
+def components(settings: Settings, chosen: UpTls, https_url: str) -> dict[str, Component]:
+    """The root page, when ``up`` serves one."""
+    root = chosen.root_cert
+    if root is None or not chosen.root_port:
+        return {}
+    page = rootpage.RootPage.build(https_url.split("#", 1)[0], root)
+
+    def serve(stop: asyncio.Event) -> Coroutine[Any, Any, None]:
+        return rootpage.serve(page, settings.gateway_host, chosen.root_port, stop)
+
+    return {"root page": serve}
+
+
+def banner_lines(settings: Settings, chosen: UpTls, url: str) -> list[str]:
+    """The banner's TLS lines and the QR code of ``url``."""
+    lines: list[str] = []
+    if chosen.root_cert is not None:
+        root_url = chosen.root_url(settings)
+        if root_url:
+            lines.append(f"  First on each phone:  {root_url} (install the root once)")
+        lines.append(f"  Root certificate:    {chosen.root_cert}")
+    elif not chosen.enabled:
+        lines.append("  HTTPS:               off (no push or install on phones over http)")
+    return [*lines, "", qr.terminal(url), ""]
+
+
+def probe_context(settings: Settings) -> ssl.SSLContext | None:
+    """TLS for ``up``'s readiness probe of its own gateway on loopback: it only checks that
+    our gateway answers (by its id), so the certificate is not verified here."""
+    if not settings.tls_cert:
+        return None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def gateway_answers_tls(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """A relaybus gateway answers ``/healthz`` over TLS on ``host:port`` (``relaybus doctor``
+    next to an ``up`` serving HTTPS). Like :func:`probe_context`, whether *our* gateway
+    answers is the question, so the certificate is not verified."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    body = b""
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout_s) as raw,
+            context.wrap_socket(raw) as s,
+        ):
+            s.settimeout(timeout_s)
+            s.sendall(f"GET /healthz HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            while len(body) < 65536 and (chunk := s.recv(65536)):
+                body += chunk
+    except OSError:  # ssl.SSLError included: not TLS there
+        return False
+    return b'"gatewayId"' in body
