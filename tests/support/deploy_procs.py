@@ -21,7 +21,7 @@ from tests.support.servers import free_port
 NGINX = "/usr/sbin/nginx"
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
-_UPSTREAM_LINE = "        server gateway:8080 max_fails=1 fail_timeout=5s;\n"
+_GATEWAY_URL_LINE = "        set $gateway_url http://gateway:8080;\n"
 _LISTEN_LINE = "        listen 8080;\n"
 
 
@@ -31,12 +31,20 @@ def _replace_once(text: str, old: str, new: str) -> str:
 
 
 def render_nginx_conf(workdir: Path, listen_port: int, upstream_ports: list[int]) -> Path:
-    """deploy/nginx.conf with loopback upstreams and listen port; temp files under workdir."""
+    """deploy/nginx.conf with loopback upstreams and listen port; temp files under workdir.
+
+    Outside Docker there is no DNS name ``gateway``: $gateway_url names an upstream block of
+    the loopback gateways instead (nginx looks a proxy_pass variable up among its upstreams
+    before it resolves it).
+    """
     text = (DEPLOY / "nginx.conf").read_text()
     servers = "".join(
-        _UPSTREAM_LINE.replace("gateway:8080", f"127.0.0.1:{p}") for p in upstream_ports
+        f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;\n" for p in upstream_ports
     )
-    text = _replace_once(text, _UPSTREAM_LINE, servers)
+    text = _replace_once(text, _GATEWAY_URL_LINE, "        set $gateway_url http://gateways;\n")
+    text = _replace_once(
+        text, "    server {\n", f"    upstream gateways {{\n{servers}    }}\n\n    server {{\n"
+    )
     text = _replace_once(text, _LISTEN_LINE, f"        listen 127.0.0.1:{listen_port};\n")
     temp = "".join(
         f"    {kind}_temp_path {workdir / kind};\n"
