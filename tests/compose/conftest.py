@@ -56,4 +56,3 @@ def stack() -> Iterator[ComposeStack]:
         except Exception as exc:  # teardown: say why, do not hide the test's own failure
             print(f"compose down failed: {exc}")
         shutil.rmtree(workdir, ignore_errors=True)
-
