@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +302,40 @@ def test_base_images_are_overridable_with_the_documented_defaults() -> None:
     assert args["PYTHON_IMAGE"] == "${PYTHON_IMAGE:-python:3.11-slim}"
     assert set(args) == {"PYTHON_IMAGE", "PIP_INDEX_URL", "CA_CERTS"}
     assert services["collector"]["build"] == services["gateway"]["build"]
+
+
+def _compose_clients() -> list[list[str]]:
+    """The Compose implementations on this machine: v1 `docker-compose`, v2 `docker compose`."""
+    found = []
+    if shutil.which("docker-compose"):
+        found.append(["docker-compose"])
+    docker = shutil.which("docker")
+    if (
+        docker
+        and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
+    ):
+        found.append([docker, "compose"])
+    return found
+
+
+def test_compose_implementations_accept_the_file_with_the_documented_env(tmp_path: Path) -> None:
+    """`docker-compose config` (v1) and `docker compose config` (v2), where installed, accept
+    docker-compose.yml and its TLS override with .env.example plus the two required secrets."""
+    clients = _compose_clients()
+    if not clients:
+        pytest.skip("neither docker-compose nor docker compose is installed")
+    env = ROOT.joinpath(".env.example").read_text()
+    for name, value in REQUIRED_ENV.items():
+        env = env.replace(f"\n{name}=\n", f"\n{name}={value}\n")
+    (tmp_path / "env").write_text(env)
+    for client in clients:
+        for files in ([COMPOSE], [COMPOSE, TLS_OVERRIDE]):
+            argv = [*client, "--env-file", str(tmp_path / "env")]
+            argv += [arg for f in files for arg in ("-f", str(f))]
+            out = subprocess.run(
+                [*argv, "config"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+            )
+            assert out.returncode == 0, (client, out.stderr)
+            config = yaml.safe_load(out.stdout)
+            assert config["services"]["gateway"]["environment"]["RELAYBUS_TOKENS"] == "tok"
+            assert config["services"]["collector"]["pid"] == "host"
