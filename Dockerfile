@@ -1,10 +1,18 @@
-# syntax=docker/dockerfile:1
 # One image for every relaybus role: `gateway` (default), `collector`, `up`.
 #   docker build -t relaybus .
 #   docker run --rm relaybus --help
+# No `# syntax=` line: BuildKit would fetch that frontend from a registry, offline it fails.
+# Build arguments (docker-compose.yml passes them from .env):
+#   PYTHON_IMAGE   the base image of both stages (a mirror's copy of python:3.11-slim)
+#   PIP_INDEX_URL  the package index pip installs the dependencies from
+#   CA_CERTS       PEM text of extra CAs pip trusts besides its own (a TLS-inspecting proxy);
+#                  used by the build stage only, never copied into the image
+ARG PYTHON_IMAGE=python:3.11-slim
 
 # --- build: install the package and its dependencies into a venv --------------------------
-FROM python:3.11-slim AS build
+FROM ${PYTHON_IMAGE} AS build
+ARG PIP_INDEX_URL=https://pypi.org/simple
+ARG CA_CERTS=""
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/relaybus
@@ -14,11 +22,17 @@ COPY relaybus ./relaybus
 COPY shared ./shared
 COPY collector ./collector
 COPY gateway ./gateway
-RUN /opt/relaybus/bin/pip install --no-compile . \
- && /opt/relaybus/bin/python -m compileall -q /opt/relaybus/lib
+RUN if [ -n "$CA_CERTS" ]; then \
+      bundle=$(/opt/relaybus/bin/python -c 'import pip._vendor.certifi as c; print(c.where())') \
+      && { cat "$bundle"; printf '%s\n' "$CA_CERTS"; } > /tmp/build-ca.pem \
+      && export PIP_CERT=/tmp/build-ca.pem; \
+    fi \
+ && /opt/relaybus/bin/pip install --no-compile --index-url "$PIP_INDEX_URL" . \
+ && /opt/relaybus/bin/python -m compileall -q /opt/relaybus/lib \
+ && rm -f /tmp/build-ca.pem
 
 # --- runtime: the venv only, run as an unprivileged user ------------------------------------
-FROM python:3.11-slim AS runtime
+FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --gid 10001 relaybus \
  && useradd --uid 10001 --gid relaybus --create-home --shell /usr/sbin/nologin relaybus
 COPY --from=build /opt/relaybus /opt/relaybus

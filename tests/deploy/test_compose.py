@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +122,8 @@ def test_build_contexts_and_mounted_files_exist(compose: dict[str, Any]) -> None
     """Every build context, Dockerfile and mounted repository file exists."""
     for name, svc in compose["services"].items():
         if "build" in svc:
-            context = ROOT / str(svc["build"])
+            build = svc["build"]
+            context = ROOT / str(build["context"] if isinstance(build, dict) else build)
             assert (context / "Dockerfile").is_file(), name
         for source, _target, _mode in _bind_mounts(svc):
             if source.startswith("./"):
@@ -155,7 +158,8 @@ def test_gateways_are_replicated_behind_nginx_on_one_published_port(
     assert sorted(published) == ["grafana", "nginx", "prometheus"]
     assert services["nginx"]["ports"] == ["8080:8080"]
     nginx_conf = (DEPLOY / "nginx.conf").read_text()
-    assert re.search(rf"^\s*server gateway:{gateway_port}\b", nginx_conf, re.M)
+    assert re.search(rf"^\s*set \$gateway_url http://gateway:{gateway_port};", nginx_conf, re.M)
+    assert re.search(r"^\s*resolver 127\.0\.0\.11 valid=2s\b", nginx_conf, re.M)  # Docker's DNS
     assert re.search(r"^\s*listen 8080 ssl;", nginx_conf, re.M)
     assert ("./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro") in _bind_mounts(services["nginx"])
 
@@ -210,29 +214,128 @@ def test_grafana_provisioning_points_at_the_mounted_dashboard_and_prometheus(
 
 
 def test_dockerfile_is_multistage_slim_non_root_with_readyz_healthcheck() -> None:
-    """The image: slim Python stages, a non-root user, a /readyz health check."""
+    """The image: slim Python stages (an overridable base), a non-root user, a /readyz
+    health check, and no `# syntax=` line (BuildKit would fetch a frontend from a registry)."""
     text = (ROOT / "Dockerfile").read_text()
+    assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)
+    default = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
+    assert default is not None and re.fullmatch(r"python:3\.\d+-slim", default.group(1))
     bases = re.findall(r"^FROM\s+(\S+)", text, re.M)
     assert len(bases) >= 2
-    assert all(re.fullmatch(r"python:3\.\d+-slim", b) for b in bases)
+    assert set(bases) == {"${PYTHON_IMAGE}"}
     final = text.rsplit("\nFROM ", 1)[1]
     users = re.findall(r"^USER\s+(\S+)", final, re.M)
     assert users and users[-1] not in ("root", "0")
     assert "COPY --from=build" in final
+    assert "CA_CERTS" not in final  # extra CAs serve the build stage only
     assert "\nHEALTHCHECK " in final
     assert "/readyz" in final.split("\nHEALTHCHECK ", 1)[1].split("\n\n")[0]
 
 
-def test_dockerfile_copies_only_files_that_exist_and_are_not_ignored() -> None:
-    """Every COPY source exists and is not excluded by .dockerignore."""
+def test_dockerignore_allows_only_what_the_dockerfile_copies() -> None:
+    """.dockerignore is an allow-list: everything is excluded, then exactly the COPY sources
+    are let back in (no .env, .git or tests in the build context)."""
     text = (ROOT / "Dockerfile").read_text()
-    ignored = {
+    lines = [
         line.strip()
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*"
+    allowed = {line[1:] for line in lines if line.startswith("!")}
+    sources = {
+        source.rstrip("/")
+        for line in re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.M)
+        for source in line.split()[:-1]
     }
-    assert {".git", ".venv", ".env", "tests"} <= ignored
-    for line in re.findall(r"^COPY\s+(?!--from)(.+)$", text, re.M):
-        for source in line.split()[:-1]:
-            assert (ROOT / source).exists(), source
-            assert source.rstrip("/") not in ignored, source
+    assert sources == allowed
+    for source in sources:
+        assert (ROOT / source).exists(), source
+
+
+def test_compose_parses_on_v1_and_hands_each_service_only_its_secrets(
+    compose: dict[str, Any],
+) -> None:
+    """Compose v1 (1.29) syntax: no top-level `name:` (COMPOSE_PROJECT_NAME is in
+    .env.example), plain env_file lists of files that exist; the collector never gets the
+    client tokens or Grafana's password, the gateway never Grafana's."""
+    assert "name" not in compose
+    assert "COMPOSE_PROJECT_NAME" in env_example_names()
+    services = compose["services"]
+    for name in ("gateway", "collector"):
+        env_files = services[name]["env_file"]
+        assert all(isinstance(f, str) for f in env_files), name
+        assert ".env" not in env_files
+        for f in env_files:
+            assert (ROOT / f).is_file(), f
+            assert "=" not in "".join(  # shipped without settings, so without secrets
+                line for line in (ROOT / f).read_text().splitlines() if not line.startswith("#")
+            )
+    collector = _container_env(services["collector"])
+    gateway = _container_env(services["gateway"])
+    assert "RELAYBUS_TOKENS" not in collector and "RELAYBUS_NOTIFY_URLS" not in collector
+    assert gateway["RELAYBUS_TOKENS"] == "tok"
+    for env in (collector, gateway):
+        assert not any("GRAFANA" in k or "GF_" in k for k in env)
+
+
+def test_collector_sees_host_processes_with_nothing_else() -> None:
+    """The collector shares the host's PID namespace (sessions/<pid>.json liveness) and gives
+    up every capability, privilege gain and a writable root."""
+    collector = load_yaml(COMPOSE)["services"]["collector"]
+    assert collector["pid"] == "host"
+    assert collector["cap_drop"] == ["ALL"] and "cap_add" not in collector
+    assert collector["security_opt"] == ["no-new-privileges:true"]
+    assert collector["read_only"] is True
+    assert collector["environment"]["RELAYBUS_APPROVAL_PORT"] == "0"
+    assert "privileged" not in collector
+
+
+def test_base_images_are_overridable_with_the_documented_defaults() -> None:
+    """Every image: is ${<NAME>_IMAGE:-default} (a mirror or offline copy may replace it)."""
+    services = load_yaml(COMPOSE)["services"]
+    for name, svc in services.items():
+        if "build" in svc:
+            continue
+        assert re.fullmatch(r"\$\{[A-Z]+_IMAGE:-[a-z/]+:[\w.-]+\}", svc["image"]), name
+    args = services["gateway"]["build"]["args"]
+    assert args["PYTHON_IMAGE"] == "${PYTHON_IMAGE:-python:3.11-slim}"
+    assert set(args) == {"PYTHON_IMAGE", "PIP_INDEX_URL", "CA_CERTS"}
+    assert services["collector"]["build"] == services["gateway"]["build"]
+
+
+def _compose_clients() -> list[list[str]]:
+    """The Compose implementations on this machine: v1 `docker-compose`, v2 `docker compose`."""
+    found = []
+    if shutil.which("docker-compose"):
+        found.append(["docker-compose"])
+    docker = shutil.which("docker")
+    if (
+        docker
+        and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
+    ):
+        found.append([docker, "compose"])
+    return found
+
+
+def test_compose_implementations_accept_the_file_with_the_documented_env(tmp_path: Path) -> None:
+    """`docker-compose config` (v1) and `docker compose config` (v2), where installed, accept
+    docker-compose.yml and its TLS override with .env.example plus the two required secrets."""
+    clients = _compose_clients()
+    if not clients:
+        pytest.skip("neither docker-compose nor docker compose is installed")
+    env = ROOT.joinpath(".env.example").read_text()
+    for name, value in REQUIRED_ENV.items():
+        env = env.replace(f"\n{name}=\n", f"\n{name}={value}\n")
+    (tmp_path / "env").write_text(env)
+    for client in clients:
+        for files in ([COMPOSE], [COMPOSE, TLS_OVERRIDE]):
+            argv = [*client, "--env-file", str(tmp_path / "env")]
+            argv += [arg for f in files for arg in ("-f", str(f))]
+            out = subprocess.run(
+                [*argv, "config"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+            )
+            assert out.returncode == 0, (client, out.stderr)
+            config = yaml.safe_load(out.stdout)
+            assert config["services"]["gateway"]["environment"]["RELAYBUS_TOKENS"] == "tok"
+            assert config["services"]["collector"]["pid"] == "host"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any, Literal
 
 import orjson
@@ -27,6 +28,8 @@ class ResumingClient:
         self.seqs: list[int] = []  # seqIds of this session's session_events, as received
         self.gateways: list[str] = []  # gatewayId of each connection, in order
         self.gaps: list[dict[str, Any]] = []
+        #: seconds each connect attempt took, refused and failed ones included
+        self.connect_s: list[float] = []
 
     @property
     def gateway(self) -> str:
@@ -34,7 +37,11 @@ class ResumingClient:
 
     async def connect(self) -> str:
         """Open a connection through the URL and resume; the gatewayId it landed on."""
-        ws = await connect(f"{self.url}?token={self.token}", compression=None, open_timeout=20)
+        started = time.monotonic()
+        try:
+            ws = await connect(f"{self.url}?token={self.token}", compression=None, open_timeout=20)
+        finally:
+            self.connect_s.append(time.monotonic() - started)
         hello: dict[str, Any] = {"type": "hello"}
         if self.mode == "global":
             hello["capabilities"] = []

@@ -22,7 +22,7 @@ from tests.support.servers import free_port
 NGINX = "/usr/sbin/nginx"
 PROMETHEUS = "/usr/bin/prometheus"
 PROMTOOL = "/usr/bin/promtool"
-_UPSTREAM_LINE = "        server gateway:8080 max_fails=1 fail_timeout=5s;\n"
+_GATEWAY_URL_LINE = "        set $gateway_url http://gateway:8080;\n"
 _LISTEN_LINES = "        listen 8080 ssl;\n        include nginx-tls.conf;\n"
 _CERTS_DIR = "/etc/nginx/certs/"
 
@@ -36,13 +36,22 @@ def render_nginx_conf(
     workdir: Path, listen_port: int, upstream_ports: list[int], certs: Path | None = None
 ) -> Path:
     """deploy/nginx.conf with loopback upstreams and listen port; temp files under workdir.
+
     Plain http unless ``certs`` (a ``relaybus tls make`` directory): then deploy/nginx-tls.conf
-    with its certificate paths there."""
+    with its certificate paths there.
+
+    Outside Docker there is no DNS name ``gateway``: $gateway_url names an upstream block of
+    the loopback gateways instead (nginx looks a proxy_pass variable up among its upstreams
+    before it resolves it).
+    """
     text = (DEPLOY / "nginx.conf").read_text()
     servers = "".join(
-        _UPSTREAM_LINE.replace("gateway:8080", f"127.0.0.1:{p}") for p in upstream_ports
+        f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=5s;\n" for p in upstream_ports
     )
-    text = _replace_once(text, _UPSTREAM_LINE, servers)
+    text = _replace_once(text, _GATEWAY_URL_LINE, "        set $gateway_url http://gateways;\n")
+    text = _replace_once(
+        text, "    server {\n", f"    upstream gateways {{\n{servers}    }}\n\n    server {{\n"
+    )
     if certs is None:
         listen = f"        listen 127.0.0.1:{listen_port};\n"
     else:
