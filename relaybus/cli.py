@@ -8,6 +8,7 @@ command line wins over the environment and ``.env``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ SHARED_FIELDS = [
     "namespace",
     "host_id",
     "log_level",
+    "log_format",
     "redis_socket_timeout_s",
     "redis_health_check_interval_s",
     "redis_cluster",
@@ -227,6 +229,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _dispatch(build_parser(), args)
 
 
+def _warn_unknown_names() -> None:
+    """One stderr line per unknown ``RELAYBUS_*`` name in the environment or ``.env``."""
+    from dotenv import dotenv_values
+
+    from relaybus.envnames import known_names, unknown_warnings
+    from relaybus.shared.settings import Settings
+
+    names = set(os.environ)
+    if os.path.isfile(".env"):
+        names |= set(dotenv_values(".env"))
+    for line in unknown_warnings(names, known_names(Settings.model_fields)):
+        print(line, file=sys.stderr, flush=True)
+
+
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     from relaybus.logsetup import configure_logging
     from relaybus.shared.settings import SettingsError
@@ -235,6 +251,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    _warn_unknown_names()
     try:
         settings = settings_from_args(args)
         if args.command in ("collector", "gateway", "push"):
@@ -242,7 +259,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "push":
         return _run_push(settings, rotate=args.rotate)
     return COMMANDS[args.command][0](settings)
