@@ -217,16 +217,29 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def run_command(command: str, argv: Sequence[str]) -> int:
     """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
-    parser = build_parser(only=command)
-    parser.prog = f"python -m relaybus.{command}"
-    return _dispatch(parser, [command, *argv])
+    try:
+        parser = build_parser(only=command)
+        parser.prog = f"python -m relaybus.{command}"
+        return _dispatch(parser, [command, *argv])
+    except KeyboardInterrupt:
+        return interrupted()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in hookcli.SUBCOMMANDS:
         return hookcli.main(args)
-    return _dispatch(build_parser(), args)
+    try:
+        return _dispatch(build_parser(), args)
+    except KeyboardInterrupt:
+        return interrupted()
+
+
+def interrupted() -> int:
+    """Ctrl-C before a command took over its signals (imports, settings, start-up): one line
+    instead of a traceback, and the shell's exit code for SIGINT."""
+    print("relaybus: interrupted during start-up", file=sys.stderr, flush=True)
+    return 130
 
 
 def _warn_unknown_names() -> None:

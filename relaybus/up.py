@@ -295,7 +295,8 @@ def run(settings: Settings) -> int:
         print(f"relaybus up: {exc}", file=sys.stderr)
         code = 1
     except _Interrupted as exc:
-        log.info("%s during start-up: stopping", exc)
+        print(f"relaybus up: {exc} during start-up: stopped", file=sys.stderr, flush=True)
+        code = 128 + signal.Signals[str(exc)].value
     finally:
         _set_handlers(signal.SIG_IGN)  # the server stops last and is not cut short
         if server is not None:
