@@ -163,22 +163,33 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
 
 
 def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
+    from relaybus.helpgroups import group_of, group_rank
     from relaybus.shared.settings import Settings
 
-    for name in fields:
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name in sorted(fields, key=group_rank):
+        title = group_of(name)
+        if title not in groups:
+            groups[title] = parser.add_argument_group(title)
         info = Settings.model_fields[name]
         env = f"RELAYBUS_{name.upper()}"
         default = info.get_default(call_default_factory=False)
         shown = "(computed)" if info.default_factory else default
         if name in ("redis_url", "tokens", "redis_sentinel_password"):
             shown = "(required)" if name == "redis_url" else "(secret)"
-        parser.add_argument(
+        groups[title].add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
             default=None,
             metavar=env,
             help=f"{info.description or ''} [env {env}, default {shown}]".strip(),
         )
+
+
+def _usage(command: str) -> str:
+    """One usage line: the options are listed, grouped, below it."""
+    action = " keys [--rotate]" if command == "push" else ""
+    return f"%(prog)s{action} [--SETTING VALUE ...]"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -191,7 +202,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, (_module, fields, summary) in COMMANDS.items():
         if only is not None and name != only:
             continue
-        p = sub.add_parser(name, help=summary, description=summary)
+        p = sub.add_parser(name, help=summary, description=summary, usage=_usage(name))
         if name == "push":
             p.add_argument("action", choices=["keys"], help="what to manage")
             p.add_argument(
