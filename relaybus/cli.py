@@ -131,6 +131,17 @@ def _run_push(settings: Settings, *, rotate: bool = False) -> int:
     return run(settings, rotate=rotate)
 
 
+STATUS_SUMMARY = (
+    "is a `relaybus up` running here and healthy? (exit 0 yes, 1 not running, 3 unhealthy)"
+)
+
+
+def _run_status(argv: Sequence[str]) -> int:
+    from relaybus.status import main
+
+    return main(argv)
+
+
 # name → (run, its settings, summary). Each run imports its module when called: a command
 # loads only its own side (and the hook subcommands none of them).
 COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
@@ -214,6 +225,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in hookcli.SUBCOMMANDS.items():
             sub.add_parser(name, help=summary, add_help=False)
+        sub.add_parser("status", help=STATUS_SUMMARY, add_help=False)
     return parser
 
 
@@ -240,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in hookcli.SUBCOMMANDS:
         return hookcli.main(args)
+    if args and args[0] == "status":
+        return _run_status(args[1:])
     try:
         return _dispatch(build_parser(), args)
     except KeyboardInterrupt:
