@@ -35,6 +35,7 @@ from relaybus.gateway.auth import AuthConfigError, TokenTable, check_anonymous_b
 from relaybus.gateway.main import GatewayStartError
 from relaybus.gateway.main import serve as serve_gateway
 from relaybus.lan import lan_address
+from relaybus.serverwatch import ServerWatch
 from relaybus.shared import approval_socket
 from relaybus.shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
 from relaybus.shared.settings import Settings
@@ -137,10 +138,14 @@ async def _ready(settings: Settings, stop: asyncio.Event) -> bool:
     return await wait_for_redis(settings, stop, lambda _reason: None)
 
 
-async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
-    """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed
-    or Redis refused the settings."""
+async def serve_both(
+    settings: Settings, on_ready: Callable[[], None], server: EmbeddedServer | None = None
+) -> int:
+    """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed,
+    Redis refused the settings or the embedded ``server`` kept dying (relaybus.serverwatch)."""
     stop = asyncio.Event()
+    watch = ServerWatch(server, stop) if server is not None else None
+    watching = asyncio.create_task(watch.run(), name="up-serverwatch") if watch else None
     loop = asyncio.get_running_loop()
     components: dict[str, Coroutine[Any, Any, None]] = {
         "gateway": serve_gateway(settings, stop),
@@ -203,8 +208,15 @@ async def serve_both(settings: Settings, on_ready: Callable[[], None]) -> int:
         if refused:
             print(f"relaybus up: {refused[0]}", file=sys.stderr, flush=True)
             failed = True
+        if watch is not None and watch.gave_up is not None:
+            print(f"relaybus up: {watch.gave_up}", file=sys.stderr, flush=True)
+            failed = True
     finally:
         ready.cancel()
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
             # Shutdown is under way until the embedded server is stopped: further signals
@@ -287,7 +299,7 @@ def run(settings: Settings) -> int:
             token = ensure_token(directory)
             settings = settings.model_copy(update={"tokens": SecretStr(token)})
         banner = _banner(settings, token, server)
-        code = asyncio.run(serve_both(settings, lambda: print(banner, flush=True)))
+        code = asyncio.run(serve_both(settings, lambda: print(banner, flush=True), server))
     except EmbeddedServerError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         code = 1
