@@ -33,6 +33,7 @@ from relaybus.collector.tracked import FileEntry
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.store.session_row import Field
+from relaybus.shared.transcript import projection
 from relaybus.shared.wire.commands import Command, Reply
 from relaybus.shared.wire.errors import ErrorCode
 
@@ -118,7 +119,12 @@ def listing(
         return {}, None  # nothing to show (the projection's verdict, where it gives one)
     mtime_ms = int(mtime * 1000)
     activity = min(plan.activity_ms or mtime_ms, mtime_ms)
+    if activity < now_ms() - projector.settings.session_ttl_s * 1000:
+        return {}, None  # older than the TTL: the sessions zset would keep it otherwise
     h = {k: v for k, v in plan.hash.items() if k not in _NOT_LISTED}
+    started = _started_at(lines, facts)
+    if started is not None:
+        h[Field.STARTED_AT] = str(started)
     ident = entry.tail.identity
     h.update(
         {
@@ -128,6 +134,13 @@ def listing(
         }
     )
     return h, activity
+
+
+def _started_at(lines: list[Line], facts: list[projection.Projected]) -> int | None:
+    """The first timestamp of the transcript (ms), when ``lines`` begin at its start."""
+    if not lines or lines[0].end - lines[0].size - 1 > 0:
+        return None
+    return next((p.timestamp_ms for p in facts if p.timestamp_ms is not None), None)
 
 
 def history_events(
