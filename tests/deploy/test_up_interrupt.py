@@ -46,5 +46,8 @@ def test_ctrl_c_during_start_up_is_one_line(
     assert "Traceback" not in err, err
     if code == 0:
         return
-    assert code == 130, err
+    # 130, or death by SIGINT (-2), which a shell reports as 130 too: CPython re-raises the
+    # signal at exit when a KeyboardInterrupt passed through C code (an extension module's
+    # import) before `main` caught it.
+    assert code in (130, -signal.SIGINT), err
     assert set(err.strip().splitlines()) <= ONE_LINE and err.strip(), err
