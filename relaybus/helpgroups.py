@@ -81,13 +81,23 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "notify_urls",
     ),
 }
-#: A setting no group names (one added later) is shown here.
+#: A setting no group names falls into the group of its prefix (``tls_cert``: the gateway's
+#: listening group), else into ``OTHER``.
+PREFIXES: dict[str, str] = {
+    "redis_": "Redis",
+    "tls_": "gateway: listening and access",
+    "push_": "gateway: notifications",
+    "approval_": "collector: prompts and approvals",
+}
 OTHER = "other settings"
 
 
 def group_of(field: str) -> str:
     for title, fields in GROUPS.items():
         if field in fields:
+            return title
+    for prefix, title in PREFIXES.items():
+        if field.startswith(prefix):
             return title
     return OTHER
 

@@ -7,14 +7,17 @@ import sys
 
 import pytest
 
-from relaybus.helpgroups import GROUPS
+from relaybus.helpgroups import GROUPS, OTHER, group_of
 from relaybus.shared.settings import Settings
 
 
 def test_every_setting_has_one_group() -> None:
-    """Each setting is in exactly one help group (none falls into "other settings")."""
+    """Each setting is in a help group (none falls into "other settings"), none in two, and
+    every name a group lists is a setting."""
     grouped = [field for fields in GROUPS.values() for field in fields]
-    assert sorted(grouped) == sorted(Settings.model_fields)
+    assert len(grouped) == len(set(grouped))
+    assert set(grouped) <= set(Settings.model_fields)
+    assert [f for f in Settings.model_fields if group_of(f) == OTHER] == []
 
 
 @pytest.mark.parametrize("command", ["up", "doctor"])
