@@ -21,7 +21,7 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -139,7 +139,10 @@ async def _ready(settings: Settings, stop: asyncio.Event) -> bool:
 
 
 async def serve_both(
-    settings: Settings, on_ready: Callable[[], None], server: EmbeddedServer | None = None
+    settings: Settings,
+    on_ready: Callable[[], None],
+    server: EmbeddedServer | None = None,
+    early_signals: Sequence[int] = (),
 ) -> int:
     """Run collector and gateway until a signal; 0 on a clean stop, 1 if one of them failed,
     Redis refused the settings or the embedded ``server`` kept dying (relaybus.serverwatch)."""
@@ -166,6 +169,8 @@ async def serve_both(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    for signum in early_signals[:1]:  # arrived while asyncio.run set up: a stop, as any
+        on_signal(signum)
     refused: list[RedisRefused] = []
 
     def ready_done(task: asyncio.Task[bool]) -> None:
@@ -236,8 +241,25 @@ def _set_handlers(handler: _Handler) -> dict[signal.Signals, _Handler]:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    raise _Interrupted(signal.Signals(signum).name)
+class _StartSignals:
+    """The handler of SIGINT/SIGTERM until ``serve_both`` installs the loop's own: raises
+    ``_Interrupted`` where that unwinds start-up; inside an event loop (a raise there would be
+    swallowed by the callback it hits, and the Ctrl-C lost) it only records the signal, which
+    ``serve_both`` then acts on and ``check`` raises after a short ``asyncio.run``."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        self.seen.append(signum)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise _Interrupted(signal.Signals(signum).name) from None
+
+    def check(self) -> None:
+        if self.seen:
+            raise _Interrupted(signal.Signals(self.seen[0]).name)
 
 
 def preflight(settings: Settings) -> None:
@@ -285,7 +307,8 @@ def run(settings: Settings) -> int:
     token: str | None = None
     code = 0
     # Until the event loop takes over, a signal raises so that the ``finally`` still runs.
-    previous = _set_handlers(_raise_interrupted)
+    early = _StartSignals()
+    previous = _set_handlers(early)
     try:
         external = settings.redis_sentinels or settings.redis_cluster
         if "redis_url" not in settings.model_fields_set and not external:
@@ -295,11 +318,14 @@ def run(settings: Settings) -> int:
             settings = settings.model_copy(update={"gateway_id": f"up-{secrets.token_hex(5)}"})
         if server is None:
             _wait_for_external_redis(settings)
+            early.check()
         if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
             token = ensure_token(directory)
             settings = settings.model_copy(update={"tokens": SecretStr(token)})
         banner = _banner(settings, token, server)
-        code = asyncio.run(serve_both(settings, lambda: print(banner, flush=True), server))
+        code = asyncio.run(
+            serve_both(settings, lambda: print(banner, flush=True), server, early.seen)
+        )
     except EmbeddedServerError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         code = 1
