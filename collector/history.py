@@ -33,6 +33,7 @@ from relaybus.collector.tracked import FileEntry
 from relaybus.shared.aio import now_ms
 from relaybus.shared.store.appendlog import OutEvent
 from relaybus.shared.store.session_row import Field
+from relaybus.shared.transcript import projection
 from relaybus.shared.wire.commands import Command, Reply
 from relaybus.shared.wire.errors import ErrorCode
 
@@ -105,7 +106,9 @@ def listing(
     n_lines = LISTING_LINES
     while True:  # a short tail first: most have something to show in their last lines
         lines = _tail_lines(entry, end, n_lines, max_line_bytes, head=LISTING_LINES)
-        plan = projector.plan_batch(state, lines, collapse=True)
+        plan = projector.plan(state, collapse=True)
+        facts = projector.feed(plan, lines)
+        plan.finish()
         if plan.published or len(lines) < n_lines + LISTING_LINES or n_lines >= LISTING_MAX_LINES:
             break
         n_lines *= 8
@@ -113,7 +116,12 @@ def listing(
         return {}, None  # nothing to show (the projection's verdict, where it gives one)
     mtime_ms = int(mtime * 1000)
     activity = min(plan.activity_ms or mtime_ms, mtime_ms)
+    if activity < now_ms() - projector.settings.session_ttl_s * 1000:
+        return {}, None  # older than the TTL: the sessions zset would keep it otherwise
     h = {k: v for k, v in plan.hash.items() if k not in _NOT_LISTED}
+    started = _started_at(lines, facts)
+    if started is not None:
+        h[Field.STARTED_AT] = str(started)
     ident = entry.tail.identity
     h.update(
         {
@@ -123,6 +131,13 @@ def listing(
         }
     )
     return h, activity
+
+
+def _started_at(lines: list[Line], facts: list[projection.Projected]) -> int | None:
+    """The first timestamp of the transcript (ms), when ``lines`` begin at its start."""
+    if not lines or lines[0].end - lines[0].size - 1 > 0:
+        return None
+    return next((p.timestamp_ms for p in facts if p.timestamp_ms is not None), None)
 
 
 def history_events(

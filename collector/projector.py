@@ -80,10 +80,12 @@ class Projector:
             parent_tool_use_id=parent,
         )
 
-    def feed(self, plan: BatchPlan, lines: list[Line], *, encode: bool = False) -> None:
+    def feed(
+        self, plan: BatchPlan, lines: list[Line], *, encode: bool = False
+    ) -> list[projection.Projected]:
         """Project ``lines`` and plan them: :meth:`BatchPlan.prime` with all of them first
-        (so ``session_started`` carries cwd and entrypoint), then each line in order.
-        ``encode``: each event is encoded as its line is projected (:meth:`project`)."""
+        (so ``session_started`` carries cwd and entrypoint), then each line in order; the
+        projected lines. ``encode``: each event is encoded as its line is projected."""
         projected, encoded = self.project(lines, plan if encode else None)
         plan.prime(projected)
         if encode:
@@ -92,6 +94,7 @@ class Projector:
         else:
             for p in projected:
                 plan.line(p)
+        return projected
 
     def plan_batch(
         self,

@@ -8,6 +8,7 @@ command line wins over the environment and ``.env``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ SHARED_FIELDS = [
     "namespace",
     "host_id",
     "log_level",
+    "log_format",
     "redis_socket_timeout_s",
     "redis_health_check_interval_s",
     "redis_cluster",
@@ -133,6 +135,17 @@ def _run_push(settings: Settings, *, rotate: bool = False) -> int:
     return run(settings, rotate=rotate)
 
 
+STATUS_SUMMARY = (
+    "is a `relaybus up` running here and healthy? (exit 0 yes, 1 not running, 3 unhealthy)"
+)
+
+
+def _run_status(argv: Sequence[str]) -> int:
+    from relaybus.status import main
+
+    return main(argv)
+
+
 # name → (run, its settings, summary). Each run imports its module when called: a command
 # loads only its own side (and the hook subcommands none of them).
 COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
@@ -165,22 +178,33 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
 
 
 def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
+    from relaybus.helpgroups import group_of, group_rank
     from relaybus.shared.settings import Settings
 
-    for name in fields:
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for name in sorted(fields, key=group_rank):
+        title = group_of(name)
+        if title not in groups:
+            groups[title] = parser.add_argument_group(title)
         info = Settings.model_fields[name]
         env = f"RELAYBUS_{name.upper()}"
         default = info.get_default(call_default_factory=False)
         shown = "(computed)" if info.default_factory else default
         if name in ("redis_url", "tokens", "redis_sentinel_password"):
             shown = "(required)" if name == "redis_url" else "(secret)"
-        parser.add_argument(
+        groups[title].add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
             default=None,
             metavar=env,
             help=f"{info.description or ''} [env {env}, default {shown}]".strip(),
         )
+
+
+def _usage(command: str) -> str:
+    """One usage line: the options are listed, grouped, below it."""
+    action = " keys [--rotate]" if command == "push" else ""
+    return f"%(prog)s{action} [--SETTING VALUE ...]"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -193,7 +217,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, (_module, fields, summary) in COMMANDS.items():
         if only is not None and name != only:
             continue
-        p = sub.add_parser(name, help=summary, description=summary)
+        p = sub.add_parser(name, help=summary, description=summary, usage=_usage(name))
         if name == "push":
             p.add_argument("action", choices=["keys"], help="what to manage")
             p.add_argument(
@@ -205,6 +229,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in {**hookcli.SUBCOMMANDS, **tlscli.SUBCOMMANDS}.items():
             sub.add_parser(name, help=summary, add_help=False)
+        sub.add_parser("status", help=STATUS_SUMMARY, add_help=False)
     return parser
 
 
@@ -219,9 +244,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def run_command(command: str, argv: Sequence[str]) -> int:
     """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
-    parser = build_parser(only=command)
-    parser.prog = f"python -m relaybus.{command}"
-    return _dispatch(parser, [command, *argv])
+    try:
+        parser = build_parser(only=command)
+        parser.prog = f"python -m relaybus.{command}"
+        return _dispatch(parser, [command, *argv])
+    except KeyboardInterrupt:
+        return interrupted()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -230,7 +258,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return hookcli.main(args)
     if args and args[0] in tlscli.SUBCOMMANDS:
         return tlscli.main(args)
-    return _dispatch(build_parser(), args)
+    if args and args[0] == "status":
+        return _run_status(args[1:])
+    try:
+        return _dispatch(build_parser(), args)
+    except KeyboardInterrupt:
+        return interrupted()
+
+
+def interrupted() -> int:
+    """Ctrl-C before a command took over its signals (imports, settings, start-up): one line
+    instead of a traceback, and the shell's exit code for SIGINT."""
+    print("relaybus: interrupted during start-up", file=sys.stderr, flush=True)
+    return 130
+
+
+def _warn_unknown_names() -> None:
+    """One stderr line per unknown ``RELAYBUS_*`` name in the environment or ``.env``."""
+    from dotenv import dotenv_values
+
+    from relaybus.envnames import known_names, unknown_warnings
+    from relaybus.shared.settings import Settings
+
+    names = set(os.environ)
+    if os.path.isfile(".env"):
+        names |= set(dotenv_values(".env"))
+    for line in unknown_warnings(names, known_names(Settings.model_fields)):
+        print(line, file=sys.stderr, flush=True)
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
@@ -241,6 +295,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    _warn_unknown_names()
     try:
         settings = settings_from_args(args)
         if args.command in ("collector", "gateway", "push"):
@@ -248,7 +303,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     if args.command == "push":
         return _run_push(settings, rotate=args.rotate)
     return COMMANDS[args.command][0](settings)

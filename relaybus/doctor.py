@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relaybus import claude_settings, hookcli
+from relaybus.doctor_projects import projects_dir_problem
 from relaybus.lan import lan_address
 from relaybus.shared import approval_socket
 from relaybus.shared.preflight import claude_dir_problem, port_problem
@@ -29,6 +30,7 @@ from relaybus.shared.store.connection import RedisRefused, probe, redis_address
 
 OK, NOTE, WARN, FAIL = "ok", "note", "warn", "FAIL"
 CONNECT_TIMEOUT_S = 2.0
+MAX_BODY_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,9 @@ def check_claude_dir(settings: Settings) -> Check:
             f"{root} does not exist yet — run Claude Code once on this "
             "machine, or set RELAYBUS_CLAUDE_DIR to its config directory",
         )
+    misplaced = projects_dir_problem(root)
+    if misplaced is not None:
+        return Check(WARN, "claude", misplaced)
     cutoff = time.time() - settings.backfill_max_age_hours * 3600
     total = old = 0
     for path in _transcripts(root / "projects"):
@@ -107,16 +112,27 @@ def check_claude_dir(settings: Settings) -> Check:
 
 def _gateway_answers(host: str, port: int) -> bool:
     """A relaybus gateway (its ``/healthz``) answers on ``host:port``."""
+    return _http_get(host, port, "/healthz", b'"gatewayId"')
+
+
+def _http_get(host: str, port: int, path: str, marker: bytes) -> bool:
+    """``GET path`` on ``host:port`` answers with ``marker`` in its first 1 MiB."""
     try:
         with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as s:
             s.settimeout(CONNECT_TIMEOUT_S)
-            s.sendall(f"GET /healthz HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+            s.sendall(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
             body = b""
-            while chunk := s.recv(65536):
+            while len(body) < MAX_BODY_BYTES and (chunk := s.recv(65536)):
                 body += chunk
     except OSError:
         return False
-    return b'"gatewayId"' in body
+    return marker in body
+
+
+def _collector_metrics_answer(host: str, port: int) -> bool:
+    """A relaybus collector's Prometheus endpoint (``relaybus up``'s own) answers on
+    ``host:port``."""
+    return _http_get(host, port, "/metrics", b"relaybus_collector_")
 
 
 def _loopback(host: str) -> str:
@@ -150,6 +166,12 @@ def check_ports(settings: Settings) -> list[Check]:
         elif name == "gateway" and gateway_running:
             out.append(
                 Check(OK, "port", f"{name}: a relaybus gateway already serves {host}:{port}")
+            )
+        elif name == "metrics" and _collector_metrics_answer(_loopback(host), port):
+            out.append(
+                Check(
+                    OK, "port", f"{name}: in use by relaybus (its collector's /metrics on {port})"
+                )
             )
         else:
             out.append(Check(FAIL, "port", f"{name}: {problem} (a relaybus already running?)"))

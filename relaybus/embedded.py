@@ -216,8 +216,33 @@ class EmbeddedServer:
             ]
         )
 
-    def _launch(self, binary: str) -> bool:
-        """Start one process on ``self.port``; True once it answers PING."""
+    def exit_code(self) -> int | None:
+        """The process's exit code once it has exited (it died: nobody stopped it), else None."""
+        return None if self.proc is None else self.proc.poll()
+
+    def relaunch(self) -> None:
+        """Start the process again on the same port, password and data (after it died);
+        :meth:`answers` tells when it serves. From the main thread, as ``start()``."""
+        self._kill_failed_start()
+        self._spawn(self.binary or find_server_binary())
+
+    def answers(self) -> bool:
+        """One PING (blocking, at most ~2 s); True when the server answers it (its pid is then
+        recorded for a later run's stale-server check)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        client = redis.Redis(port=self.port, password=self.password, socket_timeout=2)
+        try:
+            if not client.ping():
+                return False
+        except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+            return False
+        finally:
+            client.close()
+        write_private(self.data_dir / "server.pid", f"{self.proc.pid}\n")
+        return True
+
+    def _spawn(self, binary: str) -> None:
         conf = self.data_dir / "server.conf"
         write_private(conf, self._config())
         self.proc = subprocess.Popen(
@@ -229,19 +254,23 @@ class EmbeddedServer:
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
-        client = redis.Redis(port=self.port, password=self.password, socket_timeout=2)
+
+    def _launch(self, binary: str) -> bool:
+        """Start one process on ``self.port``; True once it answers PING."""
+        self._spawn(binary)
         deadline = time.monotonic() + self.start_timeout_s
-        try:
-            while self.proc.poll() is None and time.monotonic() < deadline:
-                with contextlib.suppress(redis.ConnectionError, redis.BusyLoadingError):
-                    if client.ping():
-                        write_private(self.data_dir / "server.pid", f"{self.proc.pid}\n")
-                        return True
-                time.sleep(0.02)
-        finally:
-            client.close()
+        while self.exit_code() is None and time.monotonic() < deadline:
+            if self.answers():
+                return True
+            time.sleep(0.02)
         self._kill_failed_start()
         return False
+
+    def kill(self) -> None:
+        """SIGKILL a process that does not come up (keeping the lock): it counts as exited."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(self.stop_timeout_s)
 
     def _kill_failed_start(self) -> None:
         """Kill a process that failed to come up, keeping the lock."""

@@ -1,4 +1,5 @@
-"""Logging configuration, applied only by the CLI entry point: pretty on a TTY, JSON off it."""
+"""Logging configuration, applied only by the CLI entry point: text on a TTY, JSON off it
+(``RELAYBUS_LOG_FORMAT`` text or json chooses either everywhere)."""
 
 from __future__ import annotations
 
@@ -60,9 +61,10 @@ class RedactTokens(logging.Filter):
         return True
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, fmt: str = "auto") -> None:
+    """Log to stderr at ``level``: ``fmt`` text, json, or auto (text on a terminal)."""
     handler = logging.StreamHandler(sys.stderr)
-    if sys.stderr.isatty():
+    if fmt == "text" or (fmt == "auto" and sys.stderr.isatty()):
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-5s %(name)s: %(message)s"))
     else:
         handler.setFormatter(JsonFormatter())

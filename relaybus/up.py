@@ -22,7 +22,7 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -36,6 +36,7 @@ from relaybus.embedded import EmbeddedServer, EmbeddedServerError, write_private
 from relaybus.gateway.auth import AuthConfigError, TokenTable, check_anonymous_bind
 from relaybus.gateway.main import GatewayStartError
 from relaybus.gateway.main import serve as serve_gateway
+from relaybus.serverwatch import ServerWatch
 from relaybus.shared import approval_socket
 from relaybus.shared.preflight import StartupError, check_port, claude_dir_problem, usable_dir
 from relaybus.shared.settings import Settings
@@ -143,10 +144,15 @@ async def serve_both(
     settings: Settings,
     on_ready: Callable[[], None],
     extra: dict[str, uptls.Component] | None = None,
+    server: EmbeddedServer | None = None,
+    early_signals: Sequence[int] = (),
 ) -> int:
-    """Run collector and gateway (and the ``extra`` components) until a signal; 0 on a
-    clean stop, 1 if one of them failed or Redis refused the settings."""
+    """Run collector and gateway (and the ``extra`` components) until a signal; 0 on a clean
+    stop, 1 if one of them failed, Redis refused the settings or the embedded ``server`` kept
+    dying (relaybus.serverwatch)."""
     stop = asyncio.Event()
+    watch = ServerWatch(server, stop) if server is not None else None
+    watching = asyncio.create_task(watch.run(), name="up-serverwatch") if watch else None
     loop = asyncio.get_running_loop()
     components: dict[str, Coroutine[Any, Any, None]] = {
         "gateway": serve_gateway(settings, stop),
@@ -168,6 +174,8 @@ async def serve_both(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    for signum in early_signals[:1]:  # arrived while asyncio.run set up: a stop, as any
+        on_signal(signum)
     refused: list[RedisRefused] = []
 
     def ready_done(task: asyncio.Task[bool]) -> None:
@@ -210,8 +218,15 @@ async def serve_both(
         if refused:
             print(f"relaybus up: {refused[0]}", file=sys.stderr, flush=True)
             failed = True
+        if watch is not None and watch.gave_up is not None:
+            print(f"relaybus up: {watch.gave_up}", file=sys.stderr, flush=True)
+            failed = True
     finally:
         ready.cancel()
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
             # Shutdown is under way until the embedded server is stopped: further signals
@@ -231,8 +246,25 @@ def _set_handlers(handler: _Handler) -> dict[signal.Signals, _Handler]:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
-    raise _Interrupted(signal.Signals(signum).name)
+class _StartSignals:
+    """The handler of SIGINT/SIGTERM until ``serve_both`` installs the loop's own: raises
+    ``_Interrupted`` where that unwinds start-up; inside an event loop (a raise there would be
+    swallowed by the callback it hits, and the Ctrl-C lost) it only records the signal, which
+    ``serve_both`` then acts on and ``check`` raises after a short ``asyncio.run``."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        self.seen.append(signum)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise _Interrupted(signal.Signals(signum).name) from None
+
+    def check(self) -> None:
+        if self.seen:
+            raise _Interrupted(signal.Signals(self.seen[0]).name)
 
 
 def preflight(settings: Settings) -> None:
@@ -309,7 +341,8 @@ def run(settings: Settings) -> int:
     token: str | None = None
     code = 0
     # Until the event loop takes over, a signal raises so that the ``finally`` still runs.
-    previous = _set_handlers(_raise_interrupted)
+    early = _StartSignals()
+    previous = _set_handlers(early)
     try:
         external = settings.redis_sentinels or settings.redis_cluster
         if "redis_url" not in settings.model_fields_set and not external:
@@ -319,6 +352,7 @@ def run(settings: Settings) -> int:
             settings = settings.model_copy(update={"gateway_id": f"up-{secrets.token_hex(5)}"})
         if server is None:
             _wait_for_external_redis(settings)
+            early.check()
         if not settings.tokens.get_secret_value() and not settings.allow_anonymous:
             token = ensure_token(directory)
             settings = settings.model_copy(update={"tokens": SecretStr(token)})
@@ -326,7 +360,9 @@ def run(settings: Settings) -> int:
         banner = _banner(settings, token, server, chosen)
         state = _state(settings, token, chosen)
         extra = uptls.components(settings, chosen, state.url)
-        code = asyncio.run(serve_both(settings, lambda: _announce(banner, state), extra))
+        code = asyncio.run(
+            serve_both(settings, lambda: _announce(banner, state), extra, server, early.seen)
+        )
     except EmbeddedServerError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
         code = 1
@@ -334,7 +370,8 @@ def run(settings: Settings) -> int:
         print(f"relaybus up: {exc}", file=sys.stderr)
         code = 1
     except _Interrupted as exc:
-        log.info("%s during start-up: stopping", exc)
+        print(f"relaybus up: {exc} during start-up: stopped", file=sys.stderr, flush=True)
+        code = 128 + signal.Signals[str(exc)].value
     finally:
         _set_handlers(signal.SIG_IGN)  # the server stops last and is not cut short
         upstate.remove(directory)

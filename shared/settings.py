@@ -149,6 +149,10 @@ class Settings(BaseSettings):
         description="this machine's id in the bus (default: hostname)",
     )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_format: Literal["auto", "text", "json"] = Field(
+        default="auto",
+        description="log lines as text or JSON; auto: text on a terminal, JSON otherwise",
+    )
     redis_socket_timeout_s: float = Field(
         default=5.0,
         gt=0,

@@ -137,6 +137,12 @@ const view = {
   freshness: drawFreshness,
   toast,
   signin: showSignin,
+  unavailable(retryInMs) {
+    const el = $("#list-loading");
+    el.textContent = `Server unavailable: relaybus cannot reach its storage (Redis). Retrying every ${Math.round(retryInMs / 1000)} s…`;
+    el.classList.add("unavailable");
+    el.hidden = false;
+  },
   started({ sessionId, error }) {
     if (error !== undefined) {
       newConvView.busy(false);

@@ -9,6 +9,8 @@ import { Store } from "./store.js";
 // are present (render doctrine), saving most of the bytes on a phone.
 export const CAPABILITIES = ["session_subscriptions", "turn_status_observe", "blocks_only"];
 const USER_TYPES = new Set(["user", "text", "message"]);
+const LIST_ID = /^l-/; // requestIds of list_sessions (listRequest)
+const LIST_RETRY_MS = 3000;
 
 /** The epoch of an epoch token: `<epoch>` or `<epoch>.<rewind generation>` (protocol.md). */
 function epochOf(token) {
@@ -30,6 +32,8 @@ function epochOf(token) {
  * @property {(text: string) => void} toast
  * @property {(message: string) => void} signin  the token is missing or refused
  * @property {(res: {sessionId?: string, error?: string}) => void} started  new_conversation answered
+ * @property {(retryInMs: number) => void} unavailable  the gateway cannot reach its storage
+ *           (Redis) and no session list has arrived: say so instead of "Loading sessions…"
  */
 
 export class Controller {
@@ -46,6 +50,7 @@ export class Controller {
     this.actions = new Actions({ store: this.store, conn, view, now });
     this.link = { welcomed: false, resumed: false, gapReset: false }; // per connection
     this.fresh = { state: "connecting", retryInMs: 0, catchingUp: 0 }; // what the header says
+    this.listRetry = undefined; // the timer asking for the list again after "unavailable"
   }
 
   // ---- connection ------------------------------------------------------------------------
@@ -158,6 +163,9 @@ export class Controller {
       case "interrupt_ack":
         return this.actions.onInterruptAck(msg);
       case "error":
+        if (msg.code === "unavailable" && !store.listed && LIST_ID.test(msg.requestId ?? "")) {
+          return this.listUnavailable();
+        }
         if (msg.code !== "unauthorized") return this.actions.onError(msg);
         this.conn.stop();
         return this.view.signin(this.unauthorizedText());
@@ -293,6 +301,15 @@ export class Controller {
     this.conn.send({ type: "unwatch_session", requestId: newId("u"), sessionId: cur });
     this.store.closeChat();
     return cur;
+  }
+
+  /** The first list failed (Redis down behind the gateway): say so, ask again later. */
+  listUnavailable() {
+    this.view.unavailable(LIST_RETRY_MS);
+    clearTimeout(this.listRetry);
+    this.listRetry = setTimeout(() => {
+      if (!this.store.listed) this.refreshList();
+    }, LIST_RETRY_MS);
   }
 
   /** Titles of unwatched sessions are not broadcast: ask for the list again. */

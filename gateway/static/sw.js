@@ -3,7 +3,7 @@
 
 importScripts("push-sw.js");
 
-const CACHE = "relaybus-shell-v6";
+const CACHE = "relaybus-shell-v7";
 const SHELL = [
   "./",
   "index.html",

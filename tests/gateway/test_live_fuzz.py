@@ -135,7 +135,7 @@ def live(server: RedisServer, tmp_path: Path, namespace: str) -> Iterator[Any]:
     (claude / "sessions").mkdir()
     path = transcript(claude, SID)
     append(path, user_line(SID, "live-0"))
-    env = {"RELAYBUS_RATE_LIMIT_PER_S": "100000", "RELAYBUS_COMMAND_TIMEOUT_S": "1"}
+    env = {"RELAYBUS_RATE_LIMIT_PER_S": "100000", "RELAYBUS_COMMAND_TIMEOUT_SECONDS": "1"}
     with (
         CollectorProc(redis_url=server.url, namespace=namespace, claude_dir=claude),
         GatewayProc(

@@ -72,13 +72,31 @@ def test_invalid_env_value_fails_with_one_line() -> None:
     assert "RELAYBUS_SESSION_MAXLEN" in lines[0]
 
 
+def _no_private_network() -> str | None:
+    """Why ``unshare --net`` cannot run here, or None."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not installed"
+    probe = subprocess.run(["unshare", "--net", "--", "true"], capture_output=True, timeout=10)
+    return None if probe.returncode == 0 else "unshare --net is not permitted here"
+
+
 @pytest.mark.parametrize("command", ["collector", "gateway"])
 def test_no_redis_url_is_one_line_and_no_fallback(command: str, tmp_path: Path) -> None:
     """Without RELAYBUS_REDIS_URL a collector or gateway stops with exit 2 and one line: it
     never falls back to a Redis of this machine's own (127.0.0.1:6379, database 0)."""
+    if (why := _no_private_network()) is not None:
+        pytest.skip(why)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
     env["RELAYBUS_CLAUDE_DIR"] = str(tmp_path)
-    out = run_cli(command, env=env)
+    # In a network namespace of its own: no Redis of this machine can answer a fallback.
+    out = subprocess.run(
+        ["unshare", "--net", "--", sys.executable, "-m", "relaybus.cli", command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        cwd="/",
+    )
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "RELAYBUS_REDIS_URL is not set" in lines[0], lines

@@ -6,7 +6,7 @@ import { CAPABILITIES, Controller } from "../../../gateway/static/controller.js"
 
 // Every View method; a call to any other name fails the test (TypeError).
 const VIEW = ["list", "header", "turn", "history", "append", "renderAll", "pending", "permission",
-  "freshness", "toast", "signin", "started"];
+  "freshness", "toast", "signin", "started", "unavailable"];
 const T0 = 1_800_000_000_000;
 
 /** A controller whose frames go to `sent` (while `conn.open`) and whose view calls are recorded. */
@@ -393,4 +393,23 @@ test("session_started for the open chat redraws its header (cwd known at last)",
   const { r } = withRequest();
   r.ctl.handle({ type: "session_started", sessionId: "s1", cwd: "/w/proj", host: "h", seqId: 9 });
   assert.equal(r.called("header").at(-1)[0].cwd, "/w/proj");
+});
+
+test("an unavailable first list says so (no toast) and asks again; later errors toast", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const r = rig();
+  r.ctl.hello();
+  r.ctl.status({ state: "open" });
+  r.ctl.handle({ type: "welcome", epoch: "e1", seqId: 0 });
+  r.clear();
+  r.ctl.handle({ type: "error", code: "unavailable", message: "storage unavailable, retry", requestId: "l-x" });
+  assert.deepEqual(r.called("unavailable"), [[3000]]);
+  assert.deepEqual(r.called("toast"), []);
+  t.mock.timers.tick(3000);
+  assert.equal(r.frames("list_sessions").length, 1);
+  r.ctl.handle({ type: "sessions", sessions: [{ id: "s1", host: "h" }], seqId: 0 });
+  r.clear();
+  r.ctl.handle({ type: "error", code: "unavailable", message: "storage unavailable, retry", requestId: "l-y" });
+  assert.deepEqual(r.called("unavailable"), []);
+  assert.equal(r.called("toast").length, 1);
 });

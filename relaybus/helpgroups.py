@@ -1,0 +1,108 @@
+"""The groups ``--help`` shows a command's settings in (``relaybus up --help`` has 60-odd
+flags): each setting belongs to exactly one group (checked by tests/shared/test_cli.py)."""
+
+from __future__ import annotations
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "Redis": (
+        "redis_url",
+        "redis_socket_timeout_s",
+        "redis_health_check_interval_s",
+        "redis_cluster",
+        "redis_sentinels",
+        "redis_sentinel_service",
+        "redis_sentinel_username",
+        "redis_sentinel_password",
+        "redis_wait_replicas",
+        "redis_wait_timeout_ms",
+        "namespace",
+        "log_maxlen",
+        "session_maxlen",
+        "session_ttl_days",
+    ),
+    "this process": ("host_id", "log_level", "log_format"),
+    "collector: transcripts": (
+        "claude_dir",
+        "backfill_events",
+        "backfill_max_age_hours",
+        "turn_backstop_seconds",
+        "session_idle_minutes",
+        "heartbeat_ttl_s",
+        "batch_max_lines",
+        "max_line_bytes",
+        "data_max_bytes",
+        "watch_backend",
+        "watch_step_ms",
+        "collector_metrics_port",
+        "collector_metrics_host",
+    ),
+    "collector: prompts and approvals": (
+        "allow_prompts",
+        "prompt_cwd_allow",
+        "claude_bin",
+        "claude_args",
+        "approval_mode",
+        "approval_timeout_seconds",
+        "approval_port",
+        "approval_socket",
+    ),
+    "gateway: listening and access": (
+        "gateway_host",
+        "gateway_port",
+        "tokens",
+        "allow_anonymous",
+        "allowed_origins",
+        "public_hosts",
+        "gateway_id",
+    ),
+    "gateway: limits": (
+        "replay_depth",
+        "send_queue_max",
+        "max_frame_bytes",
+        "rate_limit_per_s",
+        "ws_compression",
+        "watchers_ttl_s",
+        "command_timeout_seconds",
+        "send_buffer_bytes",
+        "write_timeout_s",
+        "header_timeout_s",
+        "max_connections",
+    ),
+    "gateway: notifications": (
+        "push_enabled",
+        "push_public_url",
+        "push_subject",
+        "push_done_after_seconds",
+        "push_claim_idle_s",
+        "push_max_age_s",
+        "push_ttl_s",
+        "push_endpoint_allow",
+        "push_rate_limit_per_min",
+        "notify_urls",
+    ),
+}
+#: A setting no group names falls into the group of its prefix (``tls_cert``: the gateway's
+#: listening group), else into ``OTHER``.
+PREFIXES: dict[str, str] = {
+    "redis_": "Redis",
+    "tls_": "gateway: listening and access",
+    "push_": "gateway: notifications",
+    "approval_": "collector: prompts and approvals",
+}
+OTHER = "other settings"
+
+
+def group_of(field: str) -> str:
+    for title, fields in GROUPS.items():
+        if field in fields:
+            return title
+    for prefix, title in PREFIXES.items():
+        if field.startswith(prefix):
+            return title
+    return OTHER
+
+
+def group_rank(field: str) -> int:
+    """Where ``field``'s group comes in ``--help`` (the order of ``GROUPS``, others last)."""
+    title = group_of(field)
+    return list(GROUPS).index(title) if title in GROUPS else len(GROUPS)
