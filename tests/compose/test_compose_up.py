@@ -192,10 +192,10 @@ async def test_a_killed_gateway_loses_nothing_and_no_connect_stalls(stack: Compo
     connect attempt (before, during or after the kill) takes over 1.5 s."""
     sid = str(uuid.uuid4())
     url = _ws(stack)
-    resumer = ResumingClient(url, stack.token, sid, "global")
+    resumer = ResumingClient(url, stack.token, sid, "global", stack.ssl_context())
     victim = await resumer.connect()
     _write(stack, sid, b"".join(user_line(sid, f"line {i}") for i in range(PHASE_LINES)))
-    watcher = ResumingClient(url, stack.token, sid, "watch")
+    watcher = ResumingClient(url, stack.token, sid, "watch", stack.ssl_context())
     await _land_on(watcher, victim)
     container = (await asyncio.to_thread(_gateway_containers, stack))[victim]
 
@@ -224,7 +224,7 @@ async def test_a_killed_gateway_loses_nothing_and_no_connect_stalls(stack: Compo
         assert len(client.gateways) == 2 and client.gateways[1] != victim
     assert slowest <= CONNECT_BOUND_S
     # Later connects (a restarted gateway re-resolved, or the survivor alone) stay quick.
-    probe = ResumingClient(url, stack.token, sid, "watch")
+    probe = ResumingClient(url, stack.token, sid, "watch", stack.ssl_context())
     for _ in range(10):
         await probe.connect()
         await probe.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from ssl import SSLContext
 from typing import Any, Literal
 
 import orjson
@@ -20,8 +21,16 @@ class ResumingClient:
     """``mode="global"``: hello with lastSeqId (v1-style, every session's events).
     ``mode="watch"``: session_subscriptions and watch_session with sinceSeqId."""
 
-    def __init__(self, url: str, token: str, sid: str, mode: Literal["global", "watch"]) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        sid: str,
+        mode: Literal["global", "watch"],
+        ssl: SSLContext | None = None,
+    ) -> None:
         self.url, self.token, self.sid, self.mode = url, token, sid, mode
+        self.ssl = ssl  # wss: the context that verifies the server
         self.ws: ClientConnection | None = None
         self.epoch: str | None = None
         self.last_log_seq: int | None = None  # global mode: highest log-derived seqId seen
@@ -39,7 +48,9 @@ class ResumingClient:
         """Open a connection through the URL and resume; the gatewayId it landed on."""
         started = time.monotonic()
         try:
-            ws = await connect(f"{self.url}?token={self.token}", compression=None, open_timeout=20)
+            ws = await connect(
+                f"{self.url}?token={self.token}", compression=None, open_timeout=20, ssl=self.ssl
+            )
         finally:
             self.connect_s.append(time.monotonic() - started)
         hello: dict[str, Any] = {"type": "hello"}
