@@ -117,7 +117,8 @@ async def stacks(
         async def stop(gw: TreeGateway = gw) -> None:
             gw.kill()
 
-        out.append(Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop))
+        procs = {"gateway": gw.proc.pid}
+        out.append(Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop, procs))
     return out, col
 
 
