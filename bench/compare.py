@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from rig.procs import cpu_s, rss_kib
+from rig.procs import cpu_s
 from rig.stacks import (
     FILLER,
     FULL,
@@ -51,6 +51,7 @@ from rig.stacks import (
     client_args,
     counted,
     floor_stack,
+    idle_rss,
     latency_run,
     lean_stack,
     quiet,
@@ -123,25 +124,7 @@ async def ladder(stacks: list[Stack], plan: Plan) -> dict[str, Any]:
 async def idle_memory(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
     rows = []
     for st in stacks:
-        sid, _path = await st.new_target()
-        await asyncio.sleep(1)
-        before = rss_kib(st.pid)
-        w = await CWorker(
-            "idle",
-            *st.clients(sid, plan.idle_clients),
-        ).start(300)
-        await asyncio.sleep(2)
-        after = rss_kib(st.pid)
-        await w.stop()
-        rows.append(
-            {
-                "system": st.name,
-                "idle_clients": plan.idle_clients,
-                "rss_before_kib": before,
-                "rss_after_kib": after,
-                "kib_per_connection": round((after - before) / plan.idle_clients, 1),
-            }
-        )
+        rows.append(await idle_rss(st, plan.idle_clients))
         print(json.dumps(rows[-1]), flush=True)
     return rows
 

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from relaybus.shared.store.keys import Keys
 from rig import REPO
-from rig.procs import Worker, cpu_s
+from rig.procs import Worker, cpu_s, rss_kib
 from rig.stats import summary
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import transcript, user_line
@@ -272,6 +272,25 @@ def cpu_us_per_delivery(
     used = {role: after[role] - before[role] for role in before}
     used["total"] = sum(used.values())
     return {r: round(v / deliveries * 1e6, 1) if deliveries else None for r, v in used.items()}
+
+
+async def idle_rss(st: Stack, n: int) -> dict[str, Any]:
+    """Growth of the serving process's RSS with ``n`` idle clients connected (watching a
+    session where the system has one), in KiB per connection."""
+    sid, _path = await st.new_target()
+    await asyncio.sleep(1)
+    before = rss_kib(st.pid)
+    w = await CWorker("idle", *st.clients(sid, n)).start(300)
+    await asyncio.sleep(2)
+    after = rss_kib(st.pid)
+    await w.stop()
+    return {
+        "system": st.name,
+        "idle_clients": n,
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "kib_per_connection": round((after - before) / n, 1),
+    }
 
 
 async def quiet(st: Stack, seconds: float) -> dict[str, Any]:
