@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -77,12 +78,16 @@ QUIET_S = 10.0
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 
 
-async def latency(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
+async def latency(stacks: list[Stack], plan: Plan, rounds: int) -> list[dict[str, Any]]:
+    """Each client count, the systems interleaved; ``rounds`` > 1 repeats the whole
+    sequence in alternating order (A B C D, D C B A, ...) and the table shows the median."""
     rows = []
-    for n in plan.latency_clients:
-        for st in stacks:
-            rows.append(await latency_run(st, n, plan.latency_lines, 100, plan.grace_s))
-            print(json.dumps(rows[-1]), flush=True)
+    for rnd in range(rounds):
+        for n in plan.latency_clients:
+            for st in stacks if rnd % 2 == 0 else stacks[::-1]:
+                row = await latency_run(st, n, plan.latency_lines, 100, plan.grace_s)
+                rows.append({"round": rnd, **row})
+                print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -229,7 +234,7 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
     }
 
 
-async def run(plan: Plan, only: set[str], systems: set[str]) -> dict[str, Any]:
+async def run(plan: Plan, only: set[str], systems: set[str], rounds: int = 1) -> dict[str, Any]:
     binaries = server_binaries()
     kind = "redis" if "redis" in binaries else "valkey"
     out: dict[str, Any] = {
@@ -260,7 +265,7 @@ async def run(plan: Plan, only: set[str], systems: set[str]) -> dict[str, Any]:
             if "quiet" in only:
                 out["quiet"] = await quiet_cpu(stacks)
             if "latency" in only:
-                out["latency"] = await latency(stacks, plan)
+                out["latency"] = await latency(stacks, plan, rounds)
             if "ladder" in only:
                 out["ladder"] = await ladder(stacks, plan)
             if "storm" in only:
@@ -386,14 +391,47 @@ def ratio(a: float | None, b: float | None) -> str:
     return "—" if a is None or not b else f"{a / b:.2f}×"
 
 
+def med(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def merged(rows: list[dict[str, Any]]) -> dict[tuple[int, str], dict[str, Any]]:
+    """One row per (clients, system): the median of its rounds' figures, losses summed."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["clients"], r["system"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        cpu: dict[str, float | None] = {}
+        for role in rs[0].get("cpu_us_per_delivery") or {}:
+            vals = [c[role] for r in rs if (c := r.get("cpu_us_per_delivery")) and c.get(role)]
+            cpu[role] = med(vals)
+        out[key] = {
+            "clients": key[0],
+            "system": key[1],
+            "rounds": len(rs),
+            "p50_ms": med([r["p50_ms"] for r in rs if r["p50_ms"] is not None]),
+            "p99_ms": med([r["p99_ms"] for r in rs if r["p99_ms"] is not None]),
+            "lost": sum(r["lost"] for r in rs),
+            "cpu_us_per_delivery": cpu,
+        }
+    return out
+
+
 def latency_tables(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
-    """(a): p50 / p99 per system and the ratios to the lean floor; CPU µs per delivery."""
-    by = {(r["clients"], r["system"]): r for r in rows}
+    """(a): p50 / p99 per system and the ratios to the lean floor; CPU µs per delivery
+    (medians over the rounds when there are several)."""
+    by = merged(rows)
     counts = sorted({r["clients"] for r in rows})
     ref = "lean" if "lean" in systems else None
     out = [
         "### (a) Latency at 100 lines/s (write → frame received, ms)",
         "",
+        *(
+            [f"Median of {max(r['rounds'] for r in by.values())} interleaved rounds.", ""]
+            if any(r["rounds"] > 1 for r in by.values())
+            else []
+        ),
         "| clients | "
         + " | ".join(f"{s} p50 / p99" for s in systems)
         + (" | relaybus ÷ lean p50 / p99" if ref and "relaybus" in systems else "")
@@ -460,7 +498,10 @@ def plot(res: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key in zip(axes, ("p50_ms", "p99_ms"), strict=True):
         for s in SYSTEMS:
-            rows = [r for r in res["latency"] if r["system"] == s and r[key] is not None]
+            rows = sorted(
+                (r for r in merged(res["latency"]).values() if r["system"] == s and r[key]),
+                key=lambda r: int(r["clients"]),
+            )
             if not rows:
                 continue
             ax.plot([r["clients"] for r in rows], [r[key] for r in rows], marker="o", label=s)
@@ -494,6 +535,7 @@ def main() -> None:
     )
     p.add_argument("--clients", help="latency: comma-separated client counts (default: the plan's)")
     p.add_argument("--lines", type=int, help="latency: lines per point (default: the plan's)")
+    p.add_argument("--rounds", type=int, default=1, help="latency: interleaved repetitions")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--doc", type=Path, default=DOC, help="the Markdown file to update")
     p.add_argument("--no-doc", action="store_true", help="write the JSON only")
@@ -512,6 +554,7 @@ def main() -> None:
                 plan,
                 set(args.only.split(",")),
                 set(args.systems.split(",")),
+                args.rounds,
             )
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 inotify wake-up on the event loop (:mod:`rig.inotify`) → read what was appended → one
 pipelined ``XADD`` per wake-up → ``XREAD BLOCK`` on a second connection → ONE WebSocket
-text frame built per entry and written to every socket's transport. The WebSocket server
+text frame built per entry and written to every socket's transport (the frames of one
+``XREAD`` reply in one write per socket). The WebSocket server
 is a bare ``asyncio.Protocol``: the upgrade handshake, then it ignores what clients send
 (no pings, no close handshake, no per-socket queue or task). Nothing here is a guarantee
 relaybus gives (no order across restarts, no gaps, no backpressure, no scopes): it is
@@ -115,11 +116,12 @@ async def serve(directory: Path, redis_url: str, port: int) -> None:
                 XReadReply | None, await reader.xread({stream: last}, block=1000, count=100)
             )
             for _key, entries in reply or []:
-                for eid, fields in entries:
-                    last = eid
-                    out = frame(fields[b"f"])
-                    for t in conns:
-                        t.write(out)
+                last = entries[-1][0]
+                # One frame per entry, built once; the frames of one XREAD reply joined, so
+                # each socket gets one write per reply (as relaybus's run fan-out does).
+                out = b"".join(frame(fields[b"f"]) for _eid, fields in entries)
+                for t in conns:
+                    t.write(out)
 
     server = await loop.create_server(lambda: Socket(conns), "127.0.0.1", port)
     async with server:
