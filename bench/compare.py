@@ -1,16 +1,19 @@
-"""relaybus against python-socketio and the bare floor, side by side, in one bounded run.
+"""relaybus against python-socketio and two floors, side by side, in one bounded run.
 
-Three systems on one machine, one private Redis, the same ~2 KB transcript lines (a user
+Four systems on one machine, one private Redis, the same ~2 KB transcript lines (a user
 line whose text is ``lat <time_ns> <index>`` followed by assistant prose from the test
 fixtures), the same minimal client for all (``compare_workers.py``), runs interleaved
-A B C A B C so that drift on a shared machine hits all three alike:
+A B C D A B C D so that drift on a shared machine hits all of them alike:
 
 * ``relaybus`` — ``python -m collector`` + ``python -m gateway`` (clients watch a session);
 * ``socketio`` — python-socketio ``AsyncServer`` + ``AsyncRedisManager`` on uvicorn, fed by
   a watchfiles tailer (1 ms step) emitting through a write-only ``AsyncRedisManager``;
-* ``floor`` — the bare hops: watchfiles -> XADD -> XREAD -> ``websockets.broadcast``.
+* ``floor`` — the bare hops: watchfiles -> XADD -> XREAD -> ``websockets.broadcast``;
+* ``lean`` — the lean floor (``rig/lean_floor.py``): inotify -> read -> pipelined XADD ->
+  XREAD BLOCK -> one pre-built frame written to every socket's transport. The reference.
 
-Workloads: (a) latency at 100 lines/s by client count; (b) the highest rate into 100
+Workloads: (a) latency at 100 lines/s by client count, with the CPU µs per delivery of
+each server process (``/proc/<pid>/stat``); (q) quiet CPU: one client, 10 s, no lines; (b) the highest rate into 100
 clients with p99 <= 250 ms and nothing lost; (c) a reconnect storm; (d) memory per idle
 connection; (e) relaybus gateways behind the shipped nginx, throughput against their number.
 
@@ -26,15 +29,17 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from rig.procs import cpu_s, rss_kib
+from rig.procs import cpu_s
 from rig.stacks import (
     FILLER,
     FULL,
@@ -47,7 +52,10 @@ from rig.stacks import (
     client_args,
     counted,
     floor_stack,
+    idle_rss,
     latency_run,
+    lean_stack,
+    quiet,
     relaybus_stack,
     socketio_stack,
     storm,
@@ -65,16 +73,29 @@ from tests.support.servers import RedisServer, free_port, server_binaries  # noq
 OUT = REPO / "bench" / "results" / "compare.json"
 DOC = REPO / "docs" / "performance.md"
 PLOT = REPO / "docs" / "performance-compare.png"
-SYSTEMS = ("relaybus", "socketio", "floor")
+SYSTEMS = ("relaybus", "socketio", "floor", "lean")
+QUIET_S = 10.0
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 
 
-async def latency(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
+async def latency(stacks: list[Stack], plan: Plan, rounds: int) -> list[dict[str, Any]]:
+    """Each client count, the systems interleaved; ``rounds`` > 1 repeats the whole
+    sequence in alternating order (A B C D, D C B A, ...) and the table shows the median."""
     rows = []
-    for n in plan.latency_clients:
-        for st in stacks:
-            rows.append(await latency_run(st, n, plan.latency_lines, 100, plan.grace_s))
-            print(json.dumps(rows[-1]), flush=True)
+    for rnd in range(rounds):
+        for n in plan.latency_clients:
+            for st in stacks if rnd % 2 == 0 else stacks[::-1]:
+                row = await latency_run(st, n, plan.latency_lines, 100, plan.grace_s)
+                rows.append({"round": rnd, **row})
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+async def quiet_cpu(stacks: list[Stack]) -> list[dict[str, Any]]:
+    rows = []
+    for st in stacks:
+        rows.append(await quiet(st, QUIET_S))
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -108,25 +129,7 @@ async def ladder(stacks: list[Stack], plan: Plan) -> dict[str, Any]:
 async def idle_memory(stacks: list[Stack], plan: Plan) -> list[dict[str, Any]]:
     rows = []
     for st in stacks:
-        sid, _path = await st.new_target()
-        await asyncio.sleep(1)
-        before = rss_kib(st.pid)
-        w = await CWorker(
-            "idle",
-            *st.clients(sid, plan.idle_clients),
-        ).start(300)
-        await asyncio.sleep(2)
-        after = rss_kib(st.pid)
-        await w.stop()
-        rows.append(
-            {
-                "system": st.name,
-                "idle_clients": plan.idle_clients,
-                "rss_before_kib": before,
-                "rss_after_kib": after,
-                "kib_per_connection": round((after - before) / plan.idle_clients, 1),
-            }
-        )
+        rows.append(await idle_rss(st, plan.idle_clients))
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -231,7 +234,7 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
     }
 
 
-async def run(plan: Plan, only: set[str], systems: set[str]) -> dict[str, Any]:
+async def run(plan: Plan, only: set[str], systems: set[str], rounds: int = 1) -> dict[str, Any]:
     binaries = server_binaries()
     kind = "redis" if "redis" in binaries else "valkey"
     out: dict[str, Any] = {
@@ -253,14 +256,16 @@ async def run(plan: Plan, only: set[str], systems: set[str]) -> dict[str, Any]:
         srv.start()
         stacks: list[Stack] = []
         try:
-            if only & {"latency", "ladder", "storm", "memory"}:
-                for make in (relaybus_stack, socketio_stack, floor_stack):
+            if only & {"latency", "ladder", "storm", "memory", "quiet"}:
+                for make in (relaybus_stack, socketio_stack, floor_stack, lean_stack):
                     if make.__name__.split("_")[0] in systems:
                         stacks.append(await make(srv, tmp))
             if "memory" in only:  # first: the servers' heaps have not grown yet
                 out["idle_memory"] = await idle_memory(stacks, plan)
+            if "quiet" in only:
+                out["quiet"] = await quiet_cpu(stacks)
             if "latency" in only:
-                out["latency"] = await latency(stacks, plan)
+                out["latency"] = await latency(stacks, plan, rounds)
             if "ladder" in only:
                 out["ladder"] = await ladder(stacks, plan)
             if "storm" in only:
@@ -296,19 +301,23 @@ def render(res: dict[str, Any]) -> str:
         f"plan: `{json.dumps(res['plan'])}`.",
         "",
     ]
+    systems = [s for s in SYSTEMS if any(r["system"] == s for r in res.get("latency", []))]
     if "latency" in res:
+        out += latency_tables(res["latency"], systems)
+    if "quiet" in res:
         out += [
-            "### (a) Latency at 100 lines/s (write → frame received, ms)",
+            f"### (q) Quiet CPU: one client, {QUIET_S:.0f} s, no lines (CPU s per process)",
             "",
-            "| clients | relaybus p50 / p99 | socketio p50 / p99 | floor p50 / p99 | lost (r / s / f) |",
-            "| ---: | ---: | ---: | ---: | ---: |",
+            "| system | total | per process |",
+            "| --- | ---: | --- |",
         ]
-        by = {(r["clients"], r["system"]): r for r in res["latency"]}
-        for n in sorted({r["clients"] for r in res["latency"]}):
-            cells = [f"{fmt(by[n, s]['p50_ms'])} / {fmt(by[n, s]['p99_ms'])}" for s in SYSTEMS]
-            lost = " / ".join(fmt(by[n, s]["lost"]) for s in SYSTEMS)
-            out.append(f"| {n:,} | " + " | ".join(cells) + f" | {lost} |")
-        out += ["", "![latency by clients](performance-compare.png)", ""]
+        out += [
+            f"| {r['system']} | {r['total_cpu_s']:.2f} | "
+            + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu_s"].items())
+            + " |"
+            for r in res["quiet"]
+        ]
+        out.append("")
     if "ladder" in res:
         lad = res["ladder"]
         best = lad["max_sustained_lines_per_s"]
@@ -317,7 +326,7 @@ def render(res: dict[str, Any]) -> str:
             f"(p99 ≤ 250 ms, nothing lost; {lad['step_s']} s per step)",
             "",
             "| rate | " + " | ".join(SYSTEMS) + " |",
-            "| ---: | ---: | ---: | ---: |",
+            "| ---: |" + " ---: |" * len(SYSTEMS),
         ]
         for rate in lad["rates"]:
             cells = []
@@ -331,7 +340,7 @@ def render(res: dict[str, Any]) -> str:
                     else f"{fmt(r['p99_ms'])} ms, lost {fmt(r['lost'])}{'' if r['ok'] else ' ✗'}"
                 )
             out.append(f"| {rate:,}/s | " + " | ".join(cells) + " |")
-        out += ["| **max** | " + " | ".join(f"**{fmt(best[s])}**" for s in SYSTEMS) + " |", ""]
+        out += ["| **max** | " + " | ".join(f"**{fmt(best.get(s))}**" for s in SYSTEMS) + " |", ""]
     if "storm" in res:
         out += [
             "### (c) Reconnect storm",
@@ -378,6 +387,108 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def ratio(a: float | None, b: float | None) -> str:
+    return "—" if a is None or not b else f"{a / b:.2f}×"
+
+
+def med(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def merged(rows: list[dict[str, Any]]) -> dict[tuple[int, str], dict[str, Any]]:
+    """One row per (clients, system): the median of its rounds' figures, losses summed."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["clients"], r["system"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        cpu: dict[str, float | None] = {}
+        for role in rs[0].get("cpu_us_per_delivery") or {}:
+            vals = [c[role] for r in rs if (c := r.get("cpu_us_per_delivery")) and c.get(role)]
+            cpu[role] = med(vals)
+        out[key] = {
+            "clients": key[0],
+            "system": key[1],
+            "rounds": len(rs),
+            "p50_ms": med([r["p50_ms"] for r in rs if r["p50_ms"] is not None]),
+            "p99_ms": med([r["p99_ms"] for r in rs if r["p99_ms"] is not None]),
+            "lost": sum(r["lost"] for r in rs),
+            "cpu_us_per_delivery": cpu,
+        }
+    return out
+
+
+def latency_tables(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
+    """(a): p50 / p99 per system and the ratios to the lean floor; CPU µs per delivery
+    (medians over the rounds when there are several)."""
+    by = merged(rows)
+    counts = sorted({r["clients"] for r in rows})
+    ref = "lean" if "lean" in systems else None
+    out = [
+        "### (a) Latency at 100 lines/s (write → frame received, ms)",
+        "",
+        *(
+            [f"Median of {max(r['rounds'] for r in by.values())} interleaved rounds.", ""]
+            if any(r["rounds"] > 1 for r in by.values())
+            else []
+        ),
+        "| clients | "
+        + " | ".join(f"{s} p50 / p99" for s in systems)
+        + (" | relaybus ÷ lean p50 / p99" if ref and "relaybus" in systems else "")
+        + " | lost ("
+        + " / ".join(s[0] for s in systems)
+        + ") |",
+        "| ---: |" + " ---: |" * (len(systems) + 1 + bool(ref and "relaybus" in systems)),
+    ]
+    for n in counts:
+        cells = [
+            f"{fmt(by[n, s]['p50_ms'])} / {fmt(by[n, s]['p99_ms'])}" if (n, s) in by else "—"
+            for s in systems
+        ]
+        if ref and "relaybus" in systems and (n, "relaybus") in by and (n, ref) in by:
+            r, f = by[n, "relaybus"], by[n, ref]
+            cells.append(f"{ratio(r['p50_ms'], f['p50_ms'])} / {ratio(r['p99_ms'], f['p99_ms'])}")
+        elif ref and "relaybus" in systems:
+            cells.append("—")
+        lost = " / ".join(fmt(by[n, s]["lost"]) if (n, s) in by else "—" for s in systems)
+        out.append(f"| {n:,} | " + " | ".join(cells) + f" | {lost} |")
+    out += [
+        "",
+        "![latency by clients](performance-compare.png)",
+        "",
+        "CPU µs per delivery (one line received by one client) of each server process, from "
+        "`/proc/<pid>/stat` before and after the writes:",
+        "",
+        "| clients | "
+        + " | ".join(systems)
+        + (" | gateway ÷ lean | relaybus total ÷ lean" if ref and "relaybus" in systems else "")
+        + " |",
+        "| ---: |"
+        + " --- |" * len(systems)
+        + (" ---: | ---: |" if ref and "relaybus" in systems else ""),
+    ]
+    for n in counts:
+        cells = []
+        for s in systems:
+            cpu = by[n, s].get("cpu_us_per_delivery") if (n, s) in by else None
+            cells.append(
+                "—"
+                if not cpu
+                else ", ".join(f"{k} {fmt(v)}" for k, v in cpu.items() if k != "total")
+                + f" (Σ {fmt(cpu['total'])})"
+            )
+        if ref and "relaybus" in systems:
+            rc = by.get((n, "relaybus"), {}).get("cpu_us_per_delivery") or {}
+            lc = by.get((n, ref), {}).get("cpu_us_per_delivery") or {}
+            cells += [
+                ratio(rc.get("gateway"), lc.get(ref)),
+                ratio(rc.get("total"), lc.get("total")),
+            ]
+        out.append(f"| {n:,} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
 def plot(res: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -387,7 +498,12 @@ def plot(res: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key in zip(axes, ("p50_ms", "p99_ms"), strict=True):
         for s in SYSTEMS:
-            rows = [r for r in res["latency"] if r["system"] == s and r[key] is not None]
+            rows = sorted(
+                (r for r in merged(res["latency"]).values() if r["system"] == s and r[key]),
+                key=lambda r: int(r["clients"]),
+            )
+            if not rows:
+                continue
             ax.plot([r["clients"] for r in rows], [r[key] for r in rows], marker="o", label=s)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -413,8 +529,13 @@ def write_doc(res: dict[str, Any], doc: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="a ~2 minute smoke of every workload")
-    p.add_argument("--only", default="latency,ladder,storm,memory,nginx")
-    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--only", default="latency,quiet,ladder,storm,memory,nginx")
+    p.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="comma-separated, of " + ",".join(SYSTEMS)
+    )
+    p.add_argument("--clients", help="latency: comma-separated client counts (default: the plan's)")
+    p.add_argument("--lines", type=int, help="latency: lines per point (default: the plan's)")
+    p.add_argument("--rounds", type=int, default=1, help="latency: interleaved repetitions")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--doc", type=Path, default=DOC, help="the Markdown file to update")
     p.add_argument("--no-doc", action="store_true", help="write the JSON only")
@@ -423,11 +544,17 @@ def main() -> None:
     if args.render:
         res = json.loads(args.out.read_text())
     else:
+        plan = QUICK if args.quick else FULL
+        if args.clients:
+            plan = replace(plan, latency_clients=tuple(int(c) for c in args.clients.split(",")))
+        if args.lines:
+            plan = replace(plan, latency_lines=args.lines)
         res = asyncio.run(
             run(
-                QUICK if args.quick else FULL,
+                plan,
                 set(args.only.split(",")),
                 set(args.systems.split(",")),
+                args.rounds,
             )
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)

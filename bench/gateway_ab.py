@@ -5,7 +5,8 @@ the reconnect storm, interleaved A B A B so that drift on a shared machine hits 
 DIR``); its gateway runs from there, the one of this tree as ``after``. Both gateways are
 up for the whole run on the same namespace (the idle one only reads the log). Workloads are
 ``bench/compare.py``'s (``bench/rig/stacks.py``): (a) latency at 100 lines/s with
-``--clients`` watchers, (c) all clients drop, ``--storm-lines`` lines are written, all resume at once. Latency rows also
+``--clients`` watchers, (c) all clients drop, ``--storm-lines`` lines are written, all resume at once,
+(d) ``memory``: RSS growth per idle watcher (``--clients`` of them). Latency rows also
 carry the gateway's own end-to-end histogram over the run (where the delay accrues) and
 the clients' CPU; storm rows the gateway's CPU. Writes ``bench/results/gateway_ab.json``
 (``--out``).
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.procs import cpu_s
-from rig.stacks import FULL, Stack, latency_run, published_session, storm
+from rig.stacks import FULL, Stack, idle_rss, latency_run, published_session, storm
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -117,7 +118,8 @@ async def stacks(
         async def stop(gw: TreeGateway = gw) -> None:
             gw.kill()
 
-        out.append(Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop))
+        procs = {"gateway": gw.proc.pid}
+        out.append(Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop, procs))
     return out, col
 
 
@@ -138,6 +140,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "storm_lines": args.storm_lines,
         "latency": [],
         "storm": [],
+        "memory": [],
     }
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as t:
@@ -148,6 +151,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for rnd in range(args.rounds):
                 for st in gateways if rnd % 2 == 0 else gateways[::-1]:
+                    if "memory" in args.only:
+                        res["memory"].append({"round": rnd, **await idle_rss(st, args.clients)})
+                        print(json.dumps(res["memory"][-1]), flush=True)
                     if "latency" in args.only:
                         before = await e2e_buckets(st)
                         row = await latency_run(st, args.clients, args.lines, 100, 15.0)
@@ -177,7 +183,7 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=600, help="latency lines per run (100/s)")
     p.add_argument("--storm-lines", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--only", default="latency,storm")
+    p.add_argument("--only", default="latency,storm", help="of latency,storm,memory")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--logs", type=Path, help="a directory for the gateways' logs")
     args = p.parse_args()

@@ -11,6 +11,9 @@ without traffic, then print one JSON line: latencies (ms) and counts.
 (1 ms step), read the appended line, XADD it, XREAD BLOCK it back, ``websockets``
 ``broadcast`` to every connected client. No projection, no protocol, no checks.
 
+``lean``: the lean floor (:mod:`rig.lean_floor`): inotify, one pipelined XADD per
+wake-up, XREAD BLOCK, one pre-built frame written to every socket's transport.
+
 ``idle``: open N clients that send hello and then stay idle (memory benchmark).
 """
 
@@ -146,9 +149,15 @@ async def run_floor(args: argparse.Namespace) -> None:
         await asyncio.gather(tail(), fan())
 
 
+async def run_lean(args: argparse.Namespace) -> None:
+    from rig.lean_floor import serve as lean
+
+    await lean(Path(args.dir), args.redis, args.port)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["clients", "idle", "floor"])
+    p.add_argument("mode", choices=["clients", "idle", "floor", "lean"])
     p.add_argument("--url", default="")
     p.add_argument("--token", default="bench")
     p.add_argument("--n", type=int, default=1)
@@ -159,7 +168,9 @@ def main() -> None:
     p.add_argument("--redis", default="")
     p.add_argument("--port", type=int, default=0)
     args = p.parse_args()
-    runner = {"clients": run_clients, "idle": run_idle, "floor": run_floor}[args.mode]
+    runner = {"clients": run_clients, "idle": run_idle, "floor": run_floor, "lean": run_lean}[
+        args.mode
+    ]
     asyncio.run(runner(args))
 
 

@@ -1,4 +1,4 @@
-"""Where relaybus's time goes at small fan-out: a per-hop timestamp trace against the floor.
+"""Where relaybus's time goes at small fan-out: a per-hop timestamp trace against the floors.
 
 One client per system, ``--lines`` timed lines at 100/s. A monitor process-local
 ``XREAD BLOCK`` on each system's stream stamps the moment an entry is in Redis, so each
@@ -13,12 +13,13 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
 import redis.asyncio as aioredis
 from rig.clients import parse
-from rig.stacks import CWorker, Stack, floor_stack, relaybus_stack, write_lines
+from rig.stacks import CWorker, Stack, floor_stack, lean_stack, relaybus_stack, write_lines
 from rig.stats import pct
 
 from relaybus.shared.store.keys import Keys
@@ -116,6 +117,7 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
         try:
             stacks.append(await relaybus_stack(srv, tmp))
             stacks.append(await floor_stack(srv, tmp))
+            stacks.append(await lean_stack(srv, tmp))
             probe = aioredis.Redis.from_url(srv.url)
 
             async def relaybus_key() -> str:
@@ -126,17 +128,20 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
                 )
                 return Keys(ns).log
 
-            async def floor_key() -> str:
-                while not await probe.keys("floor:*"):
-                    await write_lines(tmp / "floor" / "warm.jsonl", "warm", 1, 100)
-                    await asyncio.sleep(0.2)
-                return cast(list[bytes], await probe.keys("floor:*"))[0].decode()
+            def stream_key(name: str) -> Callable[[], Awaitable[str]]:
+                async def key() -> str:  # a floor's stream exists once a line went through
+                    while not await probe.keys(f"{name}:*"):
+                        await write_lines(tmp / name / "warm.jsonl", "warm", 1, 100)
+                        await asyncio.sleep(0.2)
+                    return cast(list[bytes], await probe.keys(f"{name}:*"))[0].decode()
 
+                return key
+
+            keys = [relaybus_key, stream_key("floor"), stream_key("lean")]
             for _ in range(rounds):
-                rows.append(await trace(stacks[0], srv.url, relaybus_key, lines, monitor))
-                print(json.dumps(rows[-1]), flush=True)
-                rows.append(await trace(stacks[1], srv.url, floor_key, lines, monitor))
-                print(json.dumps(rows[-1]), flush=True)
+                for st, key_of in zip(stacks, keys, strict=True):
+                    rows.append(await trace(st, srv.url, key_of, lines, monitor))
+                    print(json.dumps(rows[-1]), flush=True)
             await probe.aclose()
         finally:
             for st in stacks:

@@ -1,6 +1,7 @@
-"""The three systems ``compare.py`` measures (relaybus, python-socketio, the bare floor) as
-stacks with one client, the timed lines written to them, and the workloads the A/B benches
-reuse (latency at a rate, the reconnect storm)."""
+"""The systems ``compare.py`` measures (relaybus, python-socketio, the bare floor, the lean
+floor) as stacks with one client, the timed lines written to them, and the workloads the A/B
+benches reuse (latency at a rate with CPU per delivery of each server process, the quiet
+CPU, the reconnect storm)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import redis.asyncio as aioredis
 
 from relaybus.shared.store.keys import Keys
 from rig import REPO
-from rig.procs import Worker, cpu_s
+from rig.procs import Worker, cpu_s, rss_kib
 from rig.stats import summary
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import transcript, user_line
@@ -129,9 +130,11 @@ class Stack:
     name: str
     proto: str
     url: str
-    pid: int
+    pid: int  # the serving process (the one clients connect to)
     new_target: Callable[[], Awaitable[tuple[str, Path]]]
     stop: Callable[[], Awaitable[None]]
+    #: Every server process of the system by role (the serving one included).
+    procs: dict[str, int]
 
     def clients(self, sid: str, n: int) -> list[str]:
         """The arguments every client worker of this system takes."""
@@ -174,7 +177,8 @@ async def relaybus_stack(
         gw.kill()
         col.stop()
 
-    return Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop)
+    procs = {"collector": col.pid, "gateway": gw.proc.pid}
+    return Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop, procs)
 
 
 async def published_session(redis_url: str, ns: str, claude: Path) -> tuple[str, Path]:
@@ -215,7 +219,7 @@ async def socketio_stack(srv: RedisServer, tmp: Path) -> Stack:
     tail = await CWorker(
         "sio-tail", "--dir", str(d), "--redis", srv.url, "--channel", channel
     ).start()
-    assert server.proc is not None
+    assert server.proc is not None and tail.proc is not None
 
     async def stop() -> None:
         for w in (tail, server):
@@ -223,14 +227,17 @@ async def socketio_stack(srv: RedisServer, tmp: Path) -> Stack:
             if w.proc is not None:
                 await w.proc.wait()
 
-    return Stack("socketio", "sio", f"ws://127.0.0.1:{port}", server.proc.pid, file_target(d), stop)
+    url = f"ws://127.0.0.1:{port}"
+    procs = {"server": server.proc.pid, "tailer": tail.proc.pid}
+    return Stack("socketio", "sio", url, server.proc.pid, file_target(d), stop, procs)
 
 
-async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
-    d = tmp / "floor"
+async def one_process_stack(name: str, srv: RedisServer, tmp: Path) -> Stack:
+    """A floor: one ``gateway_workers.py <name>`` process serving plain broadcast."""
+    d = tmp / name
     d.mkdir()
     port = free_port()
-    floor = await Worker("floor", "--dir", str(d), "--redis", srv.url, "--port", str(port)).start()
+    floor = await Worker(name, "--dir", str(d), "--redis", srv.url, "--port", str(port)).start()
     assert floor.proc is not None
     proc = floor.proc
 
@@ -239,7 +246,64 @@ async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
             proc.kill()
         await proc.wait()
 
-    return Stack("floor", "floor", f"ws://127.0.0.1:{port}", proc.pid, file_target(d), stop)
+    url = f"ws://127.0.0.1:{port}"
+    return Stack(name, "floor", url, proc.pid, file_target(d), stop, {name: proc.pid})
+
+
+async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
+    """watchfiles -> XADD -> XREAD -> ``websockets.broadcast`` (the second reference)."""
+    return await one_process_stack("floor", srv, tmp)
+
+
+async def lean_stack(srv: RedisServer, tmp: Path) -> Stack:
+    """inotify -> pipelined XADD -> XREAD -> one frame to every transport (the reference)."""
+    return await one_process_stack("lean", srv, tmp)
+
+
+def cpu_of(st: Stack) -> dict[str, float]:
+    """CPU seconds so far of each server process of ``st``."""
+    return {role: cpu_s(pid) for role, pid in st.procs.items()}
+
+
+def cpu_us_per_delivery(
+    before: dict[str, float], after: dict[str, float], deliveries: int
+) -> dict[str, float | None]:
+    """Each process's CPU between two readings, in µs per delivery (and ``total``)."""
+    used = {role: after[role] - before[role] for role in before}
+    used["total"] = sum(used.values())
+    return {r: round(v / deliveries * 1e6, 1) if deliveries else None for r, v in used.items()}
+
+
+async def idle_rss(st: Stack, n: int) -> dict[str, Any]:
+    """Growth of the serving process's RSS with ``n`` idle clients connected (watching a
+    session where the system has one), in KiB per connection."""
+    sid, _path = await st.new_target()
+    await asyncio.sleep(1)
+    before = rss_kib(st.pid)
+    w = await CWorker("idle", *st.clients(sid, n)).start(300)
+    await asyncio.sleep(2)
+    after = rss_kib(st.pid)
+    await w.stop()
+    return {
+        "system": st.name,
+        "idle_clients": n,
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "kib_per_connection": round((after - before) / n, 1),
+    }
+
+
+async def quiet(st: Stack, seconds: float) -> dict[str, Any]:
+    """CPU seconds of each server process over ``seconds`` with one client and no lines."""
+    sid, _path = await st.new_target()
+    w = await CWorker("idle", *st.clients(sid, 1)).start(60)
+    await asyncio.sleep(0.5)  # the connection's own start-up is not the quiet cost
+    before = cpu_of(st)
+    await asyncio.sleep(seconds)
+    after = cpu_of(st)
+    await w.stop()
+    used = {role: round(after[role] - before[role], 3) for role in before}
+    return {"system": st.name, "seconds": seconds, "cpu_s": used, "total_cpu_s": sum(used.values())}
 
 
 def counted(lat: list[float], expected: int) -> dict[str, Any]:
@@ -264,15 +328,18 @@ async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float
         "--max-s",
         str(lines / rate + grace_s),
     ).start(300)
-    cpu0 = cpu_s(st.pid)
+    cpu0, all0 = cpu_s(st.pid), cpu_of(st)
     seconds = await write_lines(path, sid, lines, rate)
     res = await w.result(lines / rate + grace_s + 60)
-    cpu = cpu_s(st.pid) - cpu0
+    cpu, all1 = cpu_s(st.pid) - cpu0, cpu_of(st)
     return {
         "system": st.name,
         "clients": n,
         "lines_per_s": rate,
         "server_cpu_s": round(cpu, 2),
+        # CPU per delivery (a line received by one client) of each server process, read
+        # from /proc: it does not depend on where the clients run.
+        "cpu_us_per_delivery": cpu_us_per_delivery(all0, all1, len(res["latencies_ms"])),
         # The client process's own CPU (one Python process for all n clients): when it is
         # several times the server's, the latency measured is mostly the clients' backlog.
         "clients_cpu_s": res.get("cpu_s"),

@@ -74,19 +74,23 @@ class Connection:
         self.state = StreamState(position=position, buffer_max=buffer_max)
         self.close_code: int | None = None
         self.close_reason = ""
-        #: Entries: (frames written back to back, how many of them are live frames, bytes).
-        self._queue: deque[tuple[list[Outgoing], int, int]] = deque()
+        # An idle connection allocates neither its queue nor the futures its waits need
+        # (an empty deque and two asyncio.Events were ~2.4 KiB of every idle connection).
+        #: Entries: (frames written back to back, how many of them are live frames, bytes);
+        #: ``None`` until something is queued and after a close.
+        self._queue: deque[tuple[list[Outgoing], int, int]] | None = None
         self._live_backlog = 0
         #: Bytes of every frame queued and not yet written (live, direct, replay).
         self.queued_bytes = 0
-        self._room = asyncio.Event()
-        self._room.set()
+        #: A replay producer waiting for the queue to drain to half the budget.
+        self._room: asyncio.Future[None] | None = None
         #: Live frames of the reader batch being offered: one frame or one run's shared
         #: burst as they are (nothing allocated per connection), a list once there is more.
         self._staged: Outgoing | Burst | list[Outgoing] | None = None
         self._busy = False  # the sender is writing an entry it already took off the queue
         self._final: Outgoing | None = None
-        self._wake = asyncio.Event()
+        #: The sender waiting for an entry (only the sender waits on it).
+        self._wake: asyncio.Future[None] | None = None
         self._sender: asyncio.Task[None] | None = None
 
     # --- live delivery (synchronous, called by the fan-out) -----------------------------
@@ -213,11 +217,11 @@ class Connection:
 
     def _push(self, items: list[Outgoing], live: int) -> None:
         size = sum(item.size for item in items)
+        if self._queue is None:
+            self._queue = deque()
         self._queue.append((items, live, size))
         self.queued_bytes += size
-        if self.queued_bytes > self.budget_bytes // 2:
-            self._room.clear()
-        self._wake.set()
+        _wake(self._wake)
 
     async def replay_room(self) -> bool:
         """Wait until the queue is down to half the byte budget; ``False``: closing.
@@ -227,8 +231,11 @@ class Connection:
         closed by the write deadline, which ends this wait.
         """
         while self.close_code is None and self.queued_bytes > self.budget_bytes // 2:
-            self._room.clear()
-            await self._room.wait()
+            room = self._room
+            if room is None or room.done():
+                room = self._room = asyncio.get_running_loop().create_future()
+            # shielded: a cancelled producer must not cancel the future others wait on
+            await asyncio.shield(room)
         return self.close_code is None
 
     async def send_replay(self, items: list[Outgoing]) -> bool:
@@ -258,15 +265,15 @@ class Connection:
             return
         self.close_code = code
         self.close_reason = reason
-        self._queue.clear()
+        self._queue = None
         self._live_backlog = 0
         self.queued_bytes = 0
-        self._room.set()
+        _wake(self._room)
         self._final = self.direct_out(final) if final is not None else None
         sender = self._sender
         if self._final is None and sender is not None and sender is not asyncio.current_task():
             sender.cancel()  # it may be stuck writing to a client that does not read
-        self._wake.set()
+        _wake(self._wake)
 
     # --- the sender task ---------------------------------------------------------------
 
@@ -292,11 +299,16 @@ class Connection:
             log.debug("connection %s: write failed: %r", self.cid, exc)
 
     async def _drain(self) -> None:
-        queue = self._queue
         while not self.closing():
+            queue = self._queue
             if not queue:
-                self._wake.clear()
-                await self._wake.wait()
+                # drained: an idle connection holds no deque (nor a name for it here)
+                queue = self._queue = None
+                self._wake = asyncio.get_running_loop().create_future()
+                try:
+                    await self._wake
+                finally:
+                    self._wake = None
                 continue
             items, live, size = queue.popleft()
             self._busy = True
@@ -309,7 +321,7 @@ class Connection:
             self._live_backlog -= live
             self.queued_bytes -= size
             if self.queued_bytes <= self.budget_bytes // 2:
-                self._room.set()
+                _wake(self._room)
         if self._final is not None:
             await self._write([self._final], self._final.size)
 
@@ -333,3 +345,9 @@ class Connection:
         m.bytes_sent.inc(size)
         for kind, n in Counter(map(_KIND, items)).items():
             m.sent(kind).inc(n)
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    """Resolve the future a wait is on, if there is one."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)

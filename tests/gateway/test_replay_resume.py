@@ -297,3 +297,21 @@ async def test_buffered_entries_trimmed_from_the_log_are_not_in_the_gap(
     assert await _oldest(rclient, keys) > 502
     assert [(g["fromSeqId"], g["toSeqId"]) for g in c.of_type("gap_detected")] == [(6, 501)]
     assert [e["seqId"] for e in c.events()] == list(range(502, 702))
+
+
+async def test_replay_larger_than_the_byte_budget_arrives_whole(
+    settings: Settings, pub: Publisher
+) -> None:
+    """A replay of ~6× the send budget reaches a reading client whole and in order: each page
+    waits for room in the queue and the sender's drain wakes it (no event held idle)."""
+    await pub.start_session("big")
+    for i in range(0, 300, 10):
+        await pub.events("big", [str(n) for n in range(i, i + 10)], data_bytes=1200)
+    small = settings.model_copy(update={"send_buffer_bytes": 64 * 1024, "replay_depth": 5000})
+    async with running_gateway(small) as g, WsClient(g.ws, token="full-token") as c:
+        await c.hello(FULL)
+        await c.send({"type": "watch_session", "sessionId": "big", "sinceSeqId": 0})
+        got = await c.until(lambda fs: sum(f["type"] == "session_event" for f in fs) >= 300)
+        events = [f for f in got if f["type"] == "session_event"]
+        assert texts(events) == [str(n) for n in range(300)]
+        assert [f for f in got if f["type"] == "error"] == []
