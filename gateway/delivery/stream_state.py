@@ -12,7 +12,7 @@ and the marks set at the switch drop what the client already has.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from relaybus.gateway import protocol
 from relaybus.gateway.delivery.events import Event
@@ -49,6 +49,7 @@ class StreamState:
         "global_mark",
         "held_gaps",
         "hello_done",
+        "in_scope",
         "observe",
         "session_marks",
         "subscriptions",
@@ -82,6 +83,9 @@ class StreamState:
         self.watched: set[str] = set()
         self.watch_buffers: dict[str, list[Event]] = {}
         self.session_marks: dict[str, int] = {}
+        #: A member's restricted scope: whether a session id is inside it (``None``: every
+        #: session; ``gateway/scope.py`` sets it at authentication).
+        self.in_scope: Callable[[str], bool] | None = None
 
     # --- entitlement and live events (the fan-out's hot path) ---------------------------
 
@@ -91,6 +95,8 @@ class StreamState:
         return self.global_buffer is not None or not self.subscriptions
 
     def entitled(self, ev: Event) -> bool:
+        if self.in_scope is not None and not self.in_scope(ev.sid):
+            return False
         if ev.session_scoped:
             return not self.subscriptions or ev.sid in self.watched
         if ev.kind == wire_frames.TURN_STATUS:
@@ -121,6 +127,8 @@ class StreamState:
             return None
         events = run.events
         n = len(events)
+        if self.in_scope is not None and not self.in_scope(sid):
+            return n
         if self.subscriptions:
             if sid not in self.watched:
                 return n
