@@ -10,7 +10,6 @@ session id nobody knows, no counts, no ids. The live fan-out and resume replays 
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -72,7 +71,7 @@ class Members:
         if conn.member is not None:
             scope = conn.member.scope
             if not scope.unrestricted:
-                conn.state.in_scope = partial(self.hub.places.allows, scope)
+                conn.state.in_scope = self.hub.places.check(scope)
             await members.mark_seen(self.client, self.keys, conn.member.token_id, conn.device)
         return True
 

@@ -161,3 +161,16 @@ async def test_revoke_closes_on_both_gateways_within_a_second(team: Team) -> Non
         assert await listed(other) == {"s-app"}
     async with client_of(team, 0, "dana") as again:
         assert await again.closed_code(5) == 4401
+
+
+def test_scope_memo_follows_a_moved_session() -> None:
+    """The per-scope memo forgets a session whose place changes, and never caches an unknown one."""
+    from relaybus.gateway.places import Places
+
+    places = Places()
+    check = places.check(Scope.build(hosts=["laptop"]))
+    assert not check("s1")  # unknown: outside, but not remembered
+    places.put("s1", "laptop", "/a")
+    assert check("s1")
+    places.put("s1", "server", "/a")
+    assert not check("s1")
