@@ -9,6 +9,7 @@ session id nobody knows, no counts, no ids. The live fan-out and resume replays 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -19,9 +20,11 @@ from relaybus.gateway.auth import Access, TokenTable
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.protocol import ProtocolError
+from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store import members
 from relaybus.shared.store.audit import Trail
 from relaybus.shared.store.command_streams import session_route
+from relaybus.shared.store.connection import REDIS_UNAVAILABLE
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 from relaybus.shared.wire.scope import Member
@@ -49,7 +52,7 @@ class Members:
         self.keys = keys
         self.hub = hub
         self.trail = trail
-        #: Where the revocation reader goes on from (``$``: what is announced from now on).
+        #: Where the revocation reader goes on from (``$``: not started; the stream's end).
         self.revocations_from = "$"
 
     async def resolve(self, token: str | None) -> tuple[Access, Member | None] | None:
@@ -176,12 +179,26 @@ class Members:
 
 
 async def watch_revocations(members_: Members, client: aioredis.Redis, block_ms: int) -> None:
-    """Read ``{ns}:revocations`` and close each revoked token's connections; run supervised,
-    a restart after a Redis error goes on from the last entry read."""
+    """Read ``{ns}:revocations`` and close each revoked token's connections. Starts after the
+    stream's last entry (earlier revocations already deleted their hashes) and goes on from
+    the last entry read across Redis outages, so none announced meanwhile is missed."""
+    backoff = Backoff(first_s=0.2, max_s=10.0)
+    stream = members_.keys.revocations
     while True:
-        reply: Any = await client.xread(
-            {members_.keys.revocations: members_.revocations_from}, block=block_ms, count=100
-        )
+        try:
+            if members_.revocations_from == "$":
+                newest: Any = await client.xrevrange(stream, count=1)
+                members_.revocations_from = newest[0][0].decode() if newest else "0-0"
+            reply: Any = await client.xread(
+                {stream: members_.revocations_from}, block=block_ms, count=100
+            )
+            backoff.reset()
+        except REDIS_UNAVAILABLE as exc:
+            reraise_if_cancelling(exc)
+            delay = backoff.next()
+            log.warning("revocation stream unavailable: %s; retrying in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            continue
         for _stream, entries in reply or []:
             for eid, fields in entries:
                 members_.revocations_from = eid.decode() if isinstance(eid, bytes) else str(eid)
