@@ -12,12 +12,13 @@ from dataclasses import dataclass
 import pytest
 import redis.asyncio as aioredis
 
+from relaybus.shared.settings import Settings
 from relaybus.shared.store import audit, members
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.scope import Scope
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
-from tests.support.gateway_server import GatewayProc
+from tests.support.gateway_server import GatewayProc, running_gateway
 from tests.support.servers import RedisServer
 from tests.support.wait import wait_for
 
@@ -174,3 +175,22 @@ def test_scope_memo_follows_a_moved_session() -> None:
     assert check("s1")
     places.put("s1", "server", "/a")
     assert not check("s1")
+
+
+async def test_scoped_resume_reaches_sessions_the_gateway_never_saw(
+    rclient: aioredis.Redis, keys: Keys, pub: Publisher, settings: Settings
+) -> None:
+    """A member resuming from seq 0 on a fresh gateway gets its own session's history, not others'."""
+    mine, theirs = Publisher(rclient, keys, host="laptop"), Publisher(rclient, keys, host="server")
+    await mine.start_session("s-mine", cwd="/home/dana")
+    await theirs.start_session("s-theirs", cwd="/srv/x")
+    await mine.events("s-mine", ["m1"])
+    await theirs.events("s-theirs", ["t1"])
+    _tid, token = await members.add_token(rclient, keys, "dana", Scope.build(hosts=["laptop"]))
+    async with running_gateway(settings) as gw, WsClient(gw.ws, token=token) as c:
+        await c.hello([], lastSeqId=0)  # no subscriptions: the whole (scoped) log
+        await c.until(lambda fs: any(f["type"] == "session_event" for f in fs))
+        await c.send({"type": "list_sessions", "requestId": "l"})
+        await c.expect("sessions")
+        assert {f.get("sessionId") for f in c.received if "sessionId" in f} == {"s-mine"}
+        assert "t1" not in str(c.received)
