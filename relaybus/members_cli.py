@@ -1,8 +1,8 @@
 """``relaybus token add|list|revoke`` and ``relaybus audit``: members, their tokens and the
 audit trail, straight on Redis (``shared/store/members.py``, ``shared/store/audit.py``).
 
-``token add`` prints the token once with the phone URL (and a QR code when the optional
-``segno`` package is installed); ``--json`` prints one object ``{name, id, token, url}``.
+``token add`` prints the token once with the phone URL and its QR code (``relaybus.qr``);
+``--json`` prints one object ``{name, id, token, url}``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from urllib.parse import quote
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from relaybus import qr
 from relaybus.shared.settings import Settings
 from relaybus.shared.store import audit, members
 from relaybus.shared.store.connection import connect
@@ -80,14 +81,6 @@ def since_ms(text: str | None, now_s: float) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def _qr(url: str) -> None:
-    try:
-        import segno
-    except ImportError:  # optional: the URL alone is enough
-        return
-    segno.make(url, error="l").terminal(out=sys.stdout, compact=True)
-
-
 async def _token(settings: Settings, args: argparse.Namespace) -> int:
     client = connect(settings)
     keys = Keys(settings.namespace)
@@ -146,7 +139,7 @@ async def _add(
         return 0
     print(f"token for {name} (id {tid}, {scope.describe()}), shown once:\n{token}")
     print(f"Open on the phone: {link}")
-    _qr(link)
+    print(qr.terminal(link))
     return 0
 
 
