@@ -74,7 +74,7 @@ class Members:
         if conn.member is not None:
             scope = conn.member.scope
             if not scope.unrestricted:
-                conn.state.in_scope = self.hub.places.check(scope)
+                conn.state.restrict(self.hub.places.check(scope))
             await members.mark_seen(self.client, self.keys, conn.member.token_id, conn.device)
         return True
 

@@ -84,8 +84,12 @@ class StreamState:
         self.watch_buffers: dict[str, list[Event]] = {}
         self.session_marks: dict[str, int] = {}
         #: A member's restricted scope: whether a session id is inside it (``None``: every
-        #: session; ``gateway/scope.py`` sets it at authentication).
+        #: session; set by :meth:`restrict` when a member authenticates).
         self.in_scope: Callable[[str], bool] | None = None
+
+    def restrict(self, in_scope: Callable[[str], bool]) -> None:
+        """From now on only sessions ``in_scope`` admits reach this stream (a member's scope)."""
+        self.in_scope = in_scope
 
     # --- entitlement and live events (the fan-out's hot path) ---------------------------
 
