@@ -9,7 +9,8 @@ outside every restricted scope (never shown by mistake). The table is bounded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import orjson
@@ -26,43 +27,25 @@ MAX_PLACES = 100_000
 _TEACHING = frozenset({wire_frames.SESSION_STARTED, wire_frames.SESSION_UPDATED})
 
 
-#: Distinct scopes with a memo; past it every memo is dropped (rebuilt on use).
-MAX_MEMOS = 10_000
-
-
-class _Memo(dict[str, bool]):
-    """sid -> inside one scope, computed on first lookup: ``memo[sid]`` is a C dict lookup
-    once known, which is what keeps the per-offer filter cheap (bench/scope_bench.py)."""
-
-    __slots__ = ("places", "scope")
-
-    def __init__(self, places: Places, scope: Scope) -> None:
-        super().__init__()
-        self.places = places
-        self.scope = scope
-
-    def __missing__(self, sid: str) -> bool:
-        ok = self.places.allows(self.scope, sid)
-        if ok or self.places.get(sid) is not None:  # unknown stays unknown until learnt
-            self[sid] = ok
-        return ok
-
-
 class Places:
     """sid -> (host, cwd), learned from the log and read from Redis on first sight."""
 
     def __init__(self) -> None:
         self._by_sid: dict[str, tuple[str, str]] = {}
-        self._memos: dict[Scope, _Memo] = {}
+        #: Per scope in use, the known sessions inside it, kept current by :meth:`put`: the
+        #: per-offer filter is ``sid in inside`` on a plain set, the cheapest check Python
+        #: has (bench/scope_bench.py). As many as distinct member scopes (tokens).
+        self._inside: dict[Scope, set[str]] = {}
 
-    def check(self, scope: Scope) -> Callable[[str], bool]:
-        """The per-offer filter of ``scope`` (shared by every connection with that scope)."""
-        memo = self._memos.get(scope)
-        if memo is None:
-            if len(self._memos) >= MAX_MEMOS:
-                self._memos.clear()
-            memo = self._memos[scope] = _Memo(self, scope)
-        return memo.__getitem__
+    def check(self, scope: Scope) -> AbstractSet[str]:
+        """The sessions inside ``scope`` (live: sessions learnt later are added), shared by
+        every connection with that scope; a session not in it is outside or unknown."""
+        inside = self._inside.get(scope)
+        if inside is None:
+            inside = self._inside[scope] = {
+                sid for sid, (host, cwd) in self._by_sid.items() if scope.allows(host, cwd)
+            }
+        return inside
 
     def get(self, sid: str) -> tuple[str, str] | None:
         return self._by_sid.get(sid)
@@ -78,11 +61,14 @@ class Places:
         if sid not in self._by_sid and len(self._by_sid) >= MAX_PLACES:
             for old in list(self._by_sid)[: MAX_PLACES // 2]:
                 del self._by_sid[old]
-            for memo in self._memos.values():
-                memo.clear()
+                for inside in self._inside.values():
+                    inside.discard(old)
         self._by_sid[sid] = (host, cwd)
-        for memo in self._memos.values():
-            memo.pop(sid, None)
+        for scope, inside in self._inside.items():
+            if scope.allows(host, cwd):
+                inside.add(sid)
+            else:
+                inside.discard(sid)
 
     def learn(self, kind: str, frame: bytes) -> None:
         """Take host and cwd from a ``session_started`` / ``session_updated`` frame."""

@@ -4,7 +4,7 @@ audit entry of each action it asks for.
 
 Out of scope behaves exactly like nonexistent: the same error code and message as for a
 session id nobody knows, no counts, no ids. The live fan-out and resume replays filter with
-:attr:`Connection.in_scope` (set here for a restricted scope, from :class:`Places`).
+``Connection.state.in_scope`` (set here for a restricted scope, from :class:`Places`).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Members:
         places = self.hub.places
         if places.get(sid) is None and (route := await session_route(self.client, self.keys, sid)):
             places.put(sid, *route)
-        if not conn.state.in_scope(sid):
+        if sid not in conn.state.in_scope:
             raise ProtocolError(ErrorCode.UNKNOWN_SESSION, f"no session {sid!r}", request_id)
 
     async def check_command(self, conn: Connection, msg: protocol.Command) -> None:

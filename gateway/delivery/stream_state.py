@@ -12,7 +12,8 @@ and the marks set at the switch drop what the client already has.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 
 from relaybus.gateway import protocol
 from relaybus.gateway.delivery.events import Event
@@ -85,10 +86,11 @@ class StreamState:
         self.session_marks: dict[str, int] = {}
         #: A member's restricted scope: whether a session id is inside it (``None``: every
         #: session; set by :meth:`restrict` when a member authenticates).
-        self.in_scope: Callable[[str], bool] | None = None
+        self.in_scope: AbstractSet[str] | None = None
 
-    def restrict(self, in_scope: Callable[[str], bool]) -> None:
-        """From now on only sessions ``in_scope`` admits reach this stream (a member's scope)."""
+    def restrict(self, in_scope: AbstractSet[str]) -> None:
+        """From now on only the sessions in ``in_scope`` reach this stream (a member's scope;
+        a set kept current by ``gateway/places.py``: membership is the cheapest check)."""
         self.in_scope = in_scope
 
     # --- entitlement and live events (the fan-out's hot path) ---------------------------
@@ -99,7 +101,7 @@ class StreamState:
         return self.global_buffer is not None or not self.subscriptions
 
     def entitled(self, ev: Event) -> bool:
-        if self.in_scope is not None and not self.in_scope(ev.sid):
+        if self.in_scope is not None and ev.sid not in self.in_scope:
             return False
         if ev.session_scoped:
             return not self.subscriptions or ev.sid in self.watched
@@ -131,7 +133,7 @@ class StreamState:
             return None
         events = run.events
         n = len(events)
-        if self.in_scope is not None and not self.in_scope(sid):
+        if self.in_scope is not None and sid not in self.in_scope:
             return n
         if self.subscriptions:
             if sid not in self.watched:

@@ -165,16 +165,16 @@ async def test_revoke_closes_on_both_gateways_within_a_second(team: Team) -> Non
 
 
 def test_scope_memo_follows_a_moved_session() -> None:
-    """The per-scope memo forgets a session whose place changes, and never caches an unknown one."""
+    """The per-scope set gains a session learnt inside it and loses one that moves out."""
     from relaybus.gateway.places import Places
 
     places = Places()
-    check = places.check(Scope.build(hosts=["laptop"]))
-    assert not check("s1")  # unknown: outside, but not remembered
+    inside = places.check(Scope.build(hosts=["laptop"])).__contains__
+    assert not inside("s1")  # unknown: outside, but not remembered
     places.put("s1", "laptop", "/a")
-    assert check("s1")
+    assert inside("s1")
     places.put("s1", "server", "/a")
-    assert not check("s1")
+    assert not inside("s1")
 
 
 async def test_scoped_resume_reaches_sessions_the_gateway_never_saw(
