@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import pytest
 import redis
 
+from relaybus.collector.heartbeat import beat
 from relaybus.shared.store import audit, members
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
@@ -17,6 +19,7 @@ from relaybus.shared.wire.device import device_label
 from relaybus.shared.wire.scope import Scope, ScopeError
 from tests.conftest import make_settings
 from tests.support.servers import RedisServer
+from tests.support.wait import wait_for
 
 
 def cli(server: RedisServer, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -151,3 +154,17 @@ def test_cli_audit_json_and_since(server: RedisServer, namespace: str) -> None:
     assert row == {"action": "approve", "member": "dana", "sessionId": "s", "host": "h", "ts": 5}
     assert cli(server, namespace, "audit", "--json").stdout == ""  # default: the last day
     assert cli(server, namespace, "audit", "--since", "yesterday").returncode == 2
+
+
+async def test_collector_heartbeat_registers_its_owner(server: RedisServer, namespace: str) -> None:
+    """A collector with RELAYBUS_OWNER puts its machine under that member ({ns}:owners)."""
+    settings = make_settings(server.url, namespace, owner="dana", host_id="laptop")
+    client, stop = connect(settings), asyncio.Event()
+    task = asyncio.create_task(beat(client, settings, stop))
+    try:
+        owned = await wait_for(lambda: members.owned_hosts(client, Keys(namespace), "dana"))
+        assert owned == ["laptop"]
+    finally:
+        stop.set()
+        await task
+        await client.aclose()
