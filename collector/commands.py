@@ -23,7 +23,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from prometheus_client import Counter
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from relaybus.collector.drivers import Release
 from relaybus.collector.drivers.control import Controller
@@ -33,6 +33,7 @@ from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
 from relaybus.shared.settings import Settings
+from relaybus.shared.store.audit import Trail
 from relaybus.shared.store.command_streams import ensure_group, queue_reply
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, connect
 from relaybus.shared.store.keys import DONE_TTL_S, GROUP, Keys
@@ -55,6 +56,19 @@ MAX_BACKOFF_S = 5.0
 MAX_IN_FLIGHT = 64
 #: On stop, commands still running get this long to answer.
 DRAIN_S = 5.0
+#: Outcomes the audit trail calls ``failed`` (the command was allowed and did not work);
+#: every other non-``ok`` outcome is ``refused``.
+FAILED = frozenset(
+    {
+        "expired",
+        ErrorCode.TIMEOUT,
+        ErrorCode.BRIDGE_ERROR,
+        ErrorCode.PROMPT_FAILED,
+        ErrorCode.UNKNOWN_OUTCOME,
+        ErrorCode.CWD_NOT_FOUND,
+        ErrorCode.TRANSCRIPT_MISSING,
+    }
+)
 
 
 def in_order(execute: Executor) -> Handler:
@@ -88,6 +102,7 @@ class CommandConsumer:
         self._keys = Keys(settings.namespace)
         self._host = settings.host_id
         self._stream = self._keys.cmd(settings.host_id)
+        self._trail = Trail(client, self._keys, settings.audit_retention_days)
         self._handlers = handlers
         self._counter = commands_total
         self._block_ms = block_ms
@@ -241,6 +256,7 @@ class CommandConsumer:
             pipe.xack(self._stream, GROUP, entry_id)
             await pipe.execute()
         count(self._counter, self._handlers, cmd.type, outcome)
+        await self._audit(cmd, outcome)
         log.info(
             "command %s %s session=%s trace=%s: %s",
             cmd.id,
@@ -249,6 +265,27 @@ class CommandConsumer:
             cmd.trace_id or "-",
             outcome,
         )
+
+    async def _audit(self, cmd: Command, outcome: str) -> None:
+        """Record what this machine did with a client's command (``ran``, ``refused`` or
+        ``failed``); a redelivered one was recorded the first time. Best effort: the
+        command's reply is already on its way."""
+        if cmd.by is None or outcome == "duplicate":
+            return
+        action = "ran" if outcome == "ok" else "failed" if outcome in FAILED else "refused"
+        try:
+            await self._trail.append(
+                action,
+                member=cmd.by.get("member"),
+                tokenId=cmd.by.get("tokenId"),
+                device=cmd.by.get("device"),
+                sessionId=cmd.session_id,
+                host=self._host,
+                commandId=cmd.id,
+                detail=f"{cmd.type}: {outcome}",
+            )
+        except (RedisError, OSError) as exc:
+            log.warning("command %s: audit entry not written: %s", cmd.id, exc)
 
     async def _execute_once(self, cmd: Command, release: Release) -> tuple[str, Reply]:
         if now_ms() > cmd.deadline_ms:

@@ -46,5 +46,7 @@ async def beat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) 
         pipe.set(keys.host(host), value, ex=ttl_s)
         pipe.zadd(keys.hosts, {host: expires_ms})
         pipe.zremrangebyscore(keys.hosts, "-inf", expires_ms - 86_400_000)  # long dead
+        if settings.owner:  # `relaybus token add <owner>` scopes that member to this machine
+            pipe.hset(keys.owners, host, settings.owner)
         await pipe.execute()
         await sleep_unless(stop, ttl_s / 3)

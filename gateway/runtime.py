@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from types import TracebackType
 
 from prometheus_client import CollectorRegistry
@@ -27,10 +28,12 @@ from relaybus.gateway.requests.command_link import CommandLink
 from relaybus.gateway.requests.commands import GatewayCommands
 from relaybus.gateway.requests.late_failures import LateFailures
 from relaybus.gateway.requests.router import Router
+from relaybus.gateway.scope import Members, watch_revocations
 from relaybus.gateway.web.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.web.security import OriginPolicy
 from relaybus.shared.aio import cancel_and_wait, supervise
 from relaybus.shared.settings import Settings
+from relaybus.shared.store.audit import Trail
 from relaybus.shared.store.connection import connect
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import CloseCode
@@ -74,8 +77,19 @@ class Runtime:
             self.ctx, link=self.link, late=self.late, position=lambda: self.hub.position
         )
         self.approvals = GatewayApprovals(self.ctx, hub=self.hub, link=self.link)
+        self.members = Members(
+            tokens=self.tokens,
+            client=self.ctx.client,
+            keys=self.ctx.keys,
+            hub=self.hub,
+            trail=Trail(self.ctx.client, self.ctx.keys, settings.audit_retention_days),
+        )
         self.router = Router(
-            self.ctx, hub=self.hub, commands=self.gateway_commands, approvals=self.approvals
+            self.ctx,
+            hub=self.hub,
+            commands=self.gateway_commands,
+            approvals=self.approvals,
+            members=self.members,
         )
         self.endpoint = Endpoint(
             self.ctx,
@@ -93,6 +107,7 @@ class Runtime:
                 write_timeout_s=settings.write_timeout_s,
                 origins=OriginPolicy.parse(settings.allowed_origins),
             ),
+            members=self.members,
         )
         self.push = PushService(self.ctx, registry, tokens=self.tokens, approvals=self.approvals)
         self._stop = asyncio.Event()
@@ -103,6 +118,9 @@ class Runtime:
             "log-reader": self.reader.run,
             "command-replies": self.link.replies.run,
             "watcher-counts": self.approvals.run,
+            "revocations": partial(
+                watch_revocations, self.members, self.ctx.reader, self.ctx.block_ms
+            ),
             **self.push.jobs(),
         }
         crashes = self.metrics.task_crashes

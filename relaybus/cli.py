@@ -39,6 +39,7 @@ SHARED_FIELDS = [
     "log_maxlen",
     "session_maxlen",
     "session_ttl_days",
+    "audit_retention_days",
 ]
 COLLECTOR_FIELDS = [
     "claude_dir",
@@ -58,6 +59,7 @@ COLLECTOR_FIELDS = [
     "redis_wait_timeout_ms",
     "allow_prompts",
     "prompt_cwd_allow",
+    "owner",
     "claude_bin",
     "claude_args",
     "approval_mode",
@@ -146,6 +148,32 @@ def _run_status(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def _run_token(settings: Settings, args: argparse.Namespace | None = None) -> int:
+    from relaybus.members_cli import run_token
+
+    assert args is not None
+    return run_token(settings, args)
+
+
+def _run_audit(settings: Settings, args: argparse.Namespace | None = None) -> int:
+    from relaybus.members_cli import run_audit
+
+    assert args is not None
+    return run_audit(settings, args)
+
+
+def _token_arguments(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    from relaybus.members_cli import add_token_arguments
+
+    return add_token_arguments(p)
+
+
+def _audit_arguments(p: argparse.ArgumentParser) -> None:
+    from relaybus.members_cli import add_audit_arguments
+
+    add_audit_arguments(p)
+
+
 # name → (run, its settings, summary). Each run imports its module when called: a command
 # loads only its own side (and the hook subcommands none of them).
 COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
@@ -169,6 +197,16 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
         SHARED_FIELDS,
         "push keys [--rotate]: print the fleet's Web Push (VAPID) public key; --rotate makes a new pair",
     ),
+    "token": (
+        _run_token,
+        [*SHARED_FIELDS, "gateway_host", "gateway_port", "push_public_url"],
+        "token add NAME [--read] [--hosts …] [--projects …] | list | revoke NAME|ID: members' tokens",
+    ),
+    "audit": (
+        _run_audit,
+        SHARED_FIELDS,
+        "audit [--since 2h] [--member NAME] [--json]: who drove what, from the audit trail",
+    ),
     "doctor": (
         _run_doctor,
         SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
@@ -177,7 +215,11 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
 }
 
 
-def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str]) -> None:
+def _add_setting_options(
+    parser: argparse.ArgumentParser, fields: Sequence[str], *, inner: bool = False
+) -> None:
+    """One ``--flag`` per setting; ``inner`` (an action's subparser) leaves the value its
+    parent parsed unless the flag is given after the action."""
     from relaybus.helpgroups import group_of, group_rank
     from relaybus.shared.settings import Settings
 
@@ -195,7 +237,7 @@ def _add_setting_options(parser: argparse.ArgumentParser, fields: Sequence[str])
         groups[title].add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
-            default=None,
+            default=argparse.SUPPRESS if inner else None,
             metavar=env,
             help=f"{info.description or ''} [env {env}, default {shown}]".strip(),
         )
@@ -225,6 +267,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 action="store_true",
                 help="replace the key pair (every device must turn push on again)",
             )
+        if name == "token":  # before or after the action: `token add dana --namespace x`
+            for action in _token_arguments(p):
+                _add_setting_options(action, fields, inner=True)
+        if name == "audit":
+            _audit_arguments(p)
         _add_setting_options(p, fields)
     if only is None:  # listed for --help; they parse their own arguments (relaybus.hookcli)
         for name, summary in {**hookcli.SUBCOMMANDS, **tlscli.SUBCOMMANDS}.items():
@@ -298,7 +345,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     _warn_unknown_names()
     try:
         settings = settings_from_args(args)
-        if args.command in ("collector", "gateway", "push"):
+        if args.command in ("collector", "gateway", "push", "token", "audit"):
             settings.require_redis_url()
     except SettingsError as exc:
         print(f"relaybus: {exc}", file=sys.stderr)
@@ -306,6 +353,10 @@ def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
     configure_logging(settings.log_level, settings.log_format)
     if args.command == "push":
         return _run_push(settings, rotate=args.rotate)
+    if args.command == "token":
+        return _run_token(settings, args)
+    if args.command == "audit":
+        return _run_audit(settings, args)
     return COMMANDS[args.command][0](settings)
 
 

@@ -19,6 +19,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "log_maxlen",
         "session_maxlen",
         "session_ttl_days",
+        "audit_retention_days",
     ),
     "this process": ("host_id", "log_level", "log_format"),
     "collector: transcripts": (
@@ -39,6 +40,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "collector: prompts and approvals": (
         "allow_prompts",
         "prompt_cwd_allow",
+        "owner",
         "claude_bin",
         "claude_args",
         "approval_mode",

@@ -148,6 +148,12 @@ class Settings(BaseSettings):
         pattern=r"^[^\s{}:]{1,128}$",
         description="this machine's id in the bus (default: hostname)",
     )
+    audit_retention_days: float = Field(
+        default=90,
+        gt=0,
+        le=3650,
+        description="how long the audit trail ({ns}:audit) keeps an action",
+    )
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
     log_format: Literal["auto", "text", "json"] = Field(
         default="auto",
@@ -375,6 +381,11 @@ class Settings(BaseSettings):
     )
     prompt_cwd_allow: str = Field(
         default="", description="comma-separated path prefixes where commands may run (empty = any)"
+    )
+    owner: str = Field(
+        default="",
+        pattern=r"^([A-Za-z0-9_.@-]{1,64})?$",
+        description="the member this machine belongs to: `relaybus token add NAME` scopes NAME to it",
     )
     claude_bin: str = Field(default="claude", description="the Claude Code CLI executable")
     claude_args: str = Field(

@@ -9,6 +9,7 @@ Redis records are :mod:`.records`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -329,8 +330,16 @@ class Approvals:
             if claim:
                 decision = (approvals.CANCELLED, None)
         self.held.pop(held.key, None)
+        by = None
+        if decision[0] in approvals.CLIENT_DECISIONS:
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                by = await self._records.decided_by(held.key)
         frame = frames.permission_resolved(
-            held.sid, request_key=held.key, decision=decision[0], message=decision[1]
+            held.sid,
+            request_key=held.key,
+            decision=decision[0],
+            message=decision[1],
+            decided_by=by,
         )
         await self._publish(
             held.sid,

@@ -72,6 +72,10 @@ class Records:
         """The client decision's ``answers`` / ``suggestion`` / ``interrupt``, as claimed."""
         return approvals.decision_extra(await self._op(self.client.get(self.keys.approval(key))))
 
+    async def decided_by(self, key: str) -> dict[str, Any] | None:
+        """Who decided from a client (``{member, device, at}``), as the gateway recorded it."""
+        return approvals.decided_by(await self._op(self.client.get(self.keys.approval(key))))
+
     async def claim(self, key: str, decision: Decision) -> Decision:
         """Claim the decision key (first writer wins); the decision that stands."""
         dkey = self.keys.approval(key)

@@ -41,6 +41,7 @@ from relaybus.gateway.delivery.wsio import FrameSink, WriteTimeout
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.shared.wire.errors import CloseCode
+from relaybus.shared.wire.scope import Member
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,11 @@ class Connection:
         self.queue_max = queue_max
         self.budget_bytes = budget_bytes
         self.access: Access | None = None
+        #: Who this connection acts for (a member's token; ``None``: a ``RELAYBUS_TOKENS``
+        #: token or anonymous); its scope's filter is ``state.in_scope``.
+        self.member: Member | None = None
+        #: Coarse device label of its User-Agent (``shared.wire.device``), for the audit.
+        self.device = "client"
         #: Capabilities, dedupe marks, buffers and held gaps: asked what to send.
         self.state = StreamState(position=position, buffer_max=buffer_max)
         self.close_code: int | None = None

@@ -34,6 +34,7 @@ from relaybus.gateway.delivery.replay import TRIMMED, Gap
 from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
 from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.gateway.places import Places
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.rewinds import Rewinds
@@ -64,6 +65,8 @@ class Hub:
         #: Bumped when entries already read may have changed (epoch change, rewind):
         #: shared replay pages read before are void (:mod:`relaybus.gateway.delivery.shared_pages`).
         self.pages_version = 0
+        #: Where each session runs, for connections with a restricted scope.
+        self.places = Places()
 
     @property
     def token(self) -> str:
@@ -325,6 +328,9 @@ class LogReader:
             self._recent.extend((ev.seq, hash(ev.frame)) for ev in events)
             if events and events[0].seq > hub.position + 1:
                 hub.reader_gap(hub.position + 1, events[0].seq - 1)
+            await hub.places.ensure(
+                self.ctx.reader, self.ctx.keys, ((e.sid, e.kind, e.frame) for e in events)
+            )
             hub.dispatch(events)
         head = int(raw_head) if raw_head else 0
         self.ctx.metrics.reader_lag.set(max(0, head - hub.position))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Sequence
+from collections.abc import Set as AbstractSet
 
 from relaybus.gateway import protocol
 from relaybus.gateway.delivery.events import Event
@@ -49,6 +50,7 @@ class StreamState:
         "global_mark",
         "held_gaps",
         "hello_done",
+        "in_scope",
         "observe",
         "session_marks",
         "subscriptions",
@@ -82,6 +84,14 @@ class StreamState:
         self.watched: set[str] = set()
         self.watch_buffers: dict[str, list[Event]] = {}
         self.session_marks: dict[str, int] = {}
+        #: A member's restricted scope: whether a session id is inside it (``None``: every
+        #: session; set by :meth:`restrict` when a member authenticates).
+        self.in_scope: AbstractSet[str] | None = None
+
+    def restrict(self, in_scope: AbstractSet[str]) -> None:
+        """From now on only the sessions in ``in_scope`` reach this stream (a member's scope;
+        a set kept current by ``gateway/places.py``: membership is the cheapest check)."""
+        self.in_scope = in_scope
 
     # --- entitlement and live events (the fan-out's hot path) ---------------------------
 
@@ -91,6 +101,8 @@ class StreamState:
         return self.global_buffer is not None or not self.subscriptions
 
     def entitled(self, ev: Event) -> bool:
+        if self.in_scope is not None and ev.sid not in self.in_scope:
+            return False
         if ev.session_scoped:
             return not self.subscriptions or ev.sid in self.watched
         if ev.kind == wire_frames.TURN_STATUS:
@@ -121,6 +133,8 @@ class StreamState:
             return None
         events = run.events
         n = len(events)
+        if self.in_scope is not None and sid not in self.in_scope:
+            return n
         if self.subscriptions:
             if sid not in self.watched:
                 return n

@@ -168,6 +168,10 @@ class GatewayApprovals:
             )
         sid, key, entry = await self._target(sids, msg.requestKey, rid)
         extra = _checked(entry, msg)
+        if (
+            conn.member is not None
+        ):  # who decided, for the card: "Approved by dana · iPhone · 14:02"
+            extra["decidedBy"] = {"member": conn.member.name, "device": conn.device, "at": now_ms()}
         if not await self._deliver(sid, key, entry, decision, reason, rid, msg.traceId, extra):
             self._ctx.metrics.commands.labels(msg.type, ErrorCode.ALREADY_RESOLVED).inc()
             raise ProtocolError(

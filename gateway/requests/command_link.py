@@ -49,8 +49,9 @@ class CommandLink:
         payload: dict[str, Any] | None = None,
         request_id: str | None = None,
         trace_id: str | None = None,
+        by: dict[str, str] | None = None,
     ) -> Command:
-        """A new command from this gateway, due within the command timeout."""
+        """A new command from this gateway, due within the command timeout; ``by``: who asked."""
         return Command(
             id=str(uuid.uuid4()),
             type=type_,
@@ -60,6 +61,7 @@ class CommandLink:
             payload=payload or {},
             request_id=request_id,
             trace_id=trace_id,
+            by=by,
         )
 
     async def send(self, host: str, cmd: Command) -> None:

@@ -44,6 +44,16 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 16
 
 
+def asked_by(conn: Connection) -> dict[str, str]:
+    """Who a connection acts for, as a command carries it (``Command.by``)."""
+    member = conn.member
+    return {
+        "member": member.name if member is not None else "token",
+        "tokenId": member.token_id if member is not None else "",
+        "device": conn.device,
+    }
+
+
 class GatewayCommands:
     """The gateway's command router: prompt, interrupt_request, new_conversation, load_history."""
 
@@ -113,7 +123,7 @@ class GatewayCommands:
         started = time.monotonic()
         cmd_id = "-"
         try:
-            frame, outcome, cmd_id = await self.execute(msg)
+            frame, outcome, cmd_id = await self.execute(msg, by=asked_by(conn))
         except RedisError as exc:
             log.warning("command %s: Redis error: %s", msg.type, exc)
             frame = _refused(msg, ErrorCode.UNAVAILABLE, "storage unavailable, retry")
@@ -140,8 +150,11 @@ class GatewayCommands:
             elapsed,
         )
 
-    async def execute(self, msg: protocol.Command) -> tuple[dict[str, Any], str, str]:
-        """Route one command; returns the client frame (no seqId), the outcome and the command id."""
+    async def execute(
+        self, msg: protocol.Command, by: dict[str, str] | None = None
+    ) -> tuple[dict[str, Any], str, str]:
+        """Route one command; returns the client frame (no seqId), the outcome and the command id
+        (``by``: who asked, for the collector's audit entry)."""
         rid, trace = msg.requestId, msg.traceId
 
         def refuse(code: str, message: str) -> tuple[dict[str, Any], str, str]:
@@ -169,7 +182,9 @@ class GatewayCommands:
                 payload["mode"] = msg.mode
         if not await self._ctx.client.exists(self._ctx.keys.host(host)):
             return refuse(ErrorCode.HOST_OFFLINE, f"machine {host!r} is offline")
-        cmd = self._link.command(msg.type, sid, payload=payload, request_id=rid, trace_id=trace)
+        cmd = self._link.command(
+            msg.type, sid, payload=payload, request_id=rid, trace_id=trace, by=by
+        )
         reply = await self._link.round_trip(host, cmd)
         if reply is None:
             why = f"machine {host!r} did not answer in {self._link.timeout_s:g}s"

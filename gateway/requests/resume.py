@@ -156,6 +156,9 @@ class Resumer:
         replayed = 0
         while True:
             page = await self.pages.page(self.ctx.keys.log, cursor, conn.state.buffer_floor)
+            if conn.state.in_scope is not None:  # a scoped replay may reach sessions not seen live
+                seen = ((e.sid, e.kind, e.frame) for e in page.events)
+                await self.hub.places.ensure(self.ctx.client, self.ctx.keys, seen)
             cut = conn.state.before_buffer(page.events)
             if conn.closing() or cut is None:
                 return None

@@ -24,6 +24,7 @@ from relaybus.gateway.requests.commands import GatewayCommands
 from relaybus.gateway.requests.listing import list_hosts, list_sessions
 from relaybus.gateway.requests.resume import Resumer
 from relaybus.gateway.requests.watch import Watches
+from relaybus.gateway.scope import Members
 from relaybus.shared.wire.errors import ErrorCode
 
 #: Heartbeats change rarely; a burst of list_sessions (reconnects) scans them once.
@@ -38,8 +39,11 @@ class Router:
         hub: Hub,
         commands: GatewayCommands,
         approvals: GatewayApprovals,
+        members: Members | None = None,
     ) -> None:
         self.ctx = ctx
+        #: Scopes and the audit trail (``None``: every connection sees everything, unrecorded).
+        self.members = members
         self.hub = hub
         self.commands = commands
         self.approvals = approvals
@@ -57,8 +61,12 @@ class Router:
         if isinstance(msg, protocol.ListSessions):
             sessions = await list_sessions(self.ctx.client, self.ctx.keys)
             hosts = await self._hosts()
+            if self.members is not None:
+                sessions, hosts = self.members.visible_sessions(conn, sessions, hosts)
             conn.send(frames.sessions(sessions, hosts, self.hub.position, msg.requestId))
         elif isinstance(msg, protocol.WatchSession):
+            if self.members is not None:
+                await self.members.check_session(conn, msg.sessionId, msg.requestId)
             await self.watches.watch(conn, msg)
         elif isinstance(msg, protocol.UnwatchSession):
             self.hub.unwatch(conn, msg.sessionId)
@@ -72,6 +80,9 @@ class Router:
             if conn.access is not Access.FULL:
                 self.ctx.metrics.commands.labels(msg.type, ErrorCode.FORBIDDEN.value).inc()
                 raise ProtocolError(ErrorCode.FORBIDDEN, "this token is read-only", msg.requestId)
+            if self.members is not None:
+                await self.members.check_command(conn, msg)
+                await self.members.record(conn, msg)
             if isinstance(msg, protocol.AcceptDiff | protocol.RejectDiff):
                 await self.approvals.decide(conn, msg)
                 return

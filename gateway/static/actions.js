@@ -33,6 +33,17 @@ function decisionText(item, decision) {
   return DECISION_WORDS[decision] ?? `Resolved: ${decision ?? "unknown"}`;
 }
 
+/** " by dana · iPhone · 14:02" from `permission_resolved.decidedBy`; "" when absent or malformed. */
+export function decidedByText(by) {
+  if (!by || typeof by.member !== "string" || typeof by.device !== "string") return "";
+  const parts = [by.member.slice(0, 64), by.device.slice(0, 64)];
+  if (Number.isInteger(by.at)) {
+    const at = new Date(by.at);
+    parts.push(`${String(at.getHours()).padStart(2, "0")}:${String(at.getMinutes()).padStart(2, "0")}`);
+  }
+  return ` by ${parts.join(" · ")}`;
+}
+
 export class Actions {
   /**
    * @param {{store: import("./store.js").Store, conn: {send: (f: object) => boolean},
@@ -183,7 +194,7 @@ export class Actions {
     item.status = "resolved";
     item.decision = msg.decision;
     if (typeof msg.message === "string") item.message = msg.message;
-    item.statusText = decisionText(item, msg.decision);
+    item.statusText = decisionText(item, msg.decision) + decidedByText(msg.decidedBy);
     this.view.permission(item);
   }
 

@@ -26,7 +26,9 @@ from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.wsio import AsgiSink, FrameSink
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.router import Router
+from relaybus.gateway.scope import Members
 from relaybus.gateway.web.security import OriginPolicy
+from relaybus.shared.wire.device import device_label
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -85,8 +87,11 @@ class Endpoint:
         router: Router,
         tokens: TokenTable,
         config: EndpointConfig,
+        members: Members | None = None,
     ) -> None:
         self.ctx = ctx
+        #: Members' tokens in Redis (``None``: ``RELAYBUS_TOKENS`` only).
+        self.members = members
         self.hub = hub
         self.router = router
         self.tokens = tokens
@@ -116,6 +121,7 @@ class Endpoint:
             position=self.hub.position,
             budget_bytes=cfg.send_buffer_bytes,
         )
+        conn.device = device_label(ws.headers.get("user-agent"))
         self.hub.add(conn)
         sender = conn.start_sender()
         receiver = asyncio.create_task(self._receive(ws, conn, offered), name=f"recv-{conn.cid}")
@@ -154,8 +160,7 @@ class Endpoint:
         #: When a connection that sent no hello becomes a v1 client (None: not pending).
         v1_at: float | None = None
         if offered is not None or self.tokens.allow_anonymous:
-            conn.access = self.tokens.check(offered)
-            if conn.access is None:
+            if not await self._admit(conn, offered):
                 self._refuse(conn, "invalid token")
                 return
             v1_at = loop.time() + cfg.hello_grace_s
@@ -234,18 +239,16 @@ class Endpoint:
             if conn.access is None and (not isinstance(msg, protocol.Hello) or msg.token is None):
                 self._refuse(conn, "the first frame must be hello with a token")
                 return False
+            # A second hello is refused (bad_state) by the handler: its token changes
+            # nothing, so a read-only connection cannot upgrade itself that way.
             if (
                 isinstance(msg, protocol.Hello)
                 and msg.token is not None
                 and not conn.state.hello_done
+                and not await self._admit(conn, msg.token)
             ):
-                # A second hello is refused (bad_state) by the handler: its token changes
-                # nothing, so a read-only connection cannot upgrade itself that way.
-                access = self.tokens.check(msg.token)
-                if access is None:
-                    self._refuse(conn, "invalid token")
-                    return False
-                conn.access = access
+                self._refuse(conn, "invalid token")
+                return False
             await self.router.handle(conn, msg)
         except ProtocolError as exc:
             self.ctx.metrics.bad_frames.labels(exc.code.value).inc()
@@ -264,6 +267,13 @@ class Endpoint:
             )
             conn.send(frame)
         return True
+
+    async def _admit(self, conn: Connection, token: str | None) -> bool:
+        """Authenticate ``conn`` (a member's scope too); ``False``: refuse it."""
+        if self.members is not None:
+            return await self.members.admit(conn, token)
+        conn.access = self.tokens.check(token)
+        return conn.access is not None
 
     def _auth_expired(self, conn: Connection) -> None:
         if conn.access is None:

@@ -107,6 +107,30 @@ class Keys:
         """Claim of one push (event, target), ``SET NX`` before sending."""
         return f"{self.prefix}push:done:{event}:{target}"
 
+    @property
+    def tokens(self) -> str:
+        """Hash token id -> JSON ``{name, hash, scope, created}``: members' tokens (hashes only)."""
+        return f"{self.prefix}tokens"
+
+    def token_seen(self, token_id: str) -> str:
+        """Hash device label -> ms a connection last authenticated with that token from it."""
+        return f"{self.prefix}token_seen:{token_id}"
+
+    @property
+    def revocations(self) -> str:
+        """Stream of revoked token ids (field ``id``) that every gateway reads."""
+        return f"{self.prefix}revocations"
+
+    @property
+    def owners(self) -> str:
+        """Hash host -> member name: collectors started with ``RELAYBUS_OWNER``."""
+        return f"{self.prefix}owners"
+
+    @property
+    def audit(self) -> str:
+        """Stream of actions (who drove what), trimmed by ``RELAYBUS_AUDIT_RETENTION_DAYS``."""
+        return f"{self.prefix}audit"
+
 
 #: The consumer group every collector reads its ``cmd:<host>`` stream with.
 GROUP = "collectors"
@@ -117,3 +141,5 @@ REPLY_TTL_S = 3600
 DONE_TTL_S = 7 * 86400
 #: How long a reserved new conversation waits for its first prompt (:meth:`Keys.reservation`).
 RESERVATION_TTL_S = 86400
+#: Revocations kept in the stream (gateways read it live; the hash is the truth).
+REVOCATIONS_MAXLEN = 1000

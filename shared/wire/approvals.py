@@ -107,6 +107,26 @@ def decision_extra(raw: bytes | str | None) -> dict[str, Any]:
     return extra
 
 
+#: Longest ``decidedBy`` member name and device label kept.
+DECIDED_BY_MAX = 64
+
+
+def decided_by(raw: bytes | str | None) -> dict[str, Any] | None:
+    """Who decided (``{member, device, at}``) as the gateway recorded it with the decision;
+    ``None`` when absent or malformed."""
+    try:
+        body = orjson.loads(raw) if raw is not None else None
+    except orjson.JSONDecodeError:
+        return None
+    by = body.get("decidedBy") if isinstance(body, dict) else None
+    if not isinstance(by, dict):
+        return None
+    member, device, at = by.get("member"), by.get("device"), by.get("at")
+    if not (isinstance(member, str) and isinstance(device, str) and type(at) is int):
+        return None
+    return {"member": member[:DECIDED_BY_MAX], "device": device[:DECIDED_BY_MAX], "at": at}
+
+
 def parse_decision(raw: bytes | str | None) -> tuple[str, str | None] | None:
     body = json_object(raw)
     if body is None or not isinstance(body.get("decision"), str):

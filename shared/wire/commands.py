@@ -66,9 +66,12 @@ class Command:
     payload: dict[str, Any] = field(default_factory=dict)
     request_id: str | None = None
     trace_id: str | None = None
+    #: Who asked (``{member, tokenId, device}``) for the collector's audit entry; ``None`` for
+    #: the gateway's own commands (``load_history``).
+    by: dict[str, str] | None = None
 
     def fields(self) -> dict[str, bytes | str]:
-        return {
+        out: dict[str, bytes | str] = {
             "id": self.id,
             "type": self.type,
             "sid": self.session_id,
@@ -78,6 +81,9 @@ class Command:
             "rid": self.request_id or "",
             "trace": self.trace_id or "",
         }
+        if self.by:
+            out["by"] = orjson.dumps(self.by)
+        return out
 
     @classmethod
     def from_fields(cls, fields: Mapping[bytes, bytes]) -> Command:
@@ -97,7 +103,27 @@ class Command:
             payload=payload,
             request_id=_text(fields, "rid", required=False) or None,
             trace_id=_text(fields, "trace", required=False) or None,
+            by=_by(fields.get(b"by")),
         )
+
+
+#: The fields of ``Command.by`` and their longest kept value.
+_BY_FIELDS = ("member", "tokenId", "device")
+_BY_MAX = 64
+
+
+def _by(raw: bytes | None) -> dict[str, str] | None:
+    """``Command.by`` from its field; ``None`` when absent or malformed (hostile: bounded)."""
+    if not raw or len(raw) > 1024:
+        return None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    by = {k: obj[k][:_BY_MAX] for k in _BY_FIELDS if isinstance(obj.get(k), str)}
+    return by or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,10 +122,15 @@ def permission_request(
 
 
 def permission_resolved(
-    sid: str, *, request_key: str, decision: str, message: str | None = None
+    sid: str,
+    *,
+    request_key: str,
+    decision: str,
+    message: str | None = None,
+    decided_by: dict[str, Any] | None = None,
 ) -> bytes:
     """``decision``: ``allow``, ``deny``, ``timeout``, ``cancelled`` or ``answered_elsewhere``
-    (open union)."""
+    (open union); ``decided_by``: who decided from a client (``{member, device, at}``)."""
     frame: dict[str, Any] = {
         "type": PERMISSION_RESOLVED,
         "sessionId": sid,
@@ -134,4 +139,6 @@ def permission_resolved(
     }
     if message:
         frame["message"] = message
+    if decided_by:
+        frame["decidedBy"] = decided_by
     return _prefix(frame)

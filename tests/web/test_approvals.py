@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,3 +96,34 @@ def test_permission_request_is_answered_from_the_page(
         "Approved" if choice == "Approve" else "Rejected"
     )
     expect(card.locator("button")).to_have_count(0)
+
+
+def test_card_shows_which_member_approved(
+    page: Page, approval_stack: Stack, tmp_path: Path, hooks: list[Hook]
+) -> None:
+    """A member's Approve reaches the hook and the card says who, from which device, when."""
+    stack = approval_stack
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+    env |= {"RELAYBUS_REDIS_URL": stack.server.url, "RELAYBUS_NAMESPACE": stack.namespace}
+    made = subprocess.run(
+        [sys.executable, "-m", "relaybus.cli", "token", "add", "dana", "--all-hosts", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    token = json.loads(made.stdout)["token"]
+    sid, path, tool_input = _edit_session(stack, tmp_path)
+    page.goto(f"{stack.gateway.url}?token={token}")
+    page.locator(f'.srow[data-session-id="{sid}"] a').click()
+    expect(page.locator(".tool .label")).to_have_text(["Edit: app.py"])
+    hooks.append(
+        Hook(stack, hook_input(sid, path, str(tmp_path / "work"), "Edit", tool_input), tmp_path)
+    )
+    card = page.locator(".permission")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    assert hooks[0].decision()["behavior"] == "allow"
+    expect(card.locator(".decision")).to_have_text(
+        re.compile(r"^Approved by dana · Linux · \d\d:\d\d$")
+    )
