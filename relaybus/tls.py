@@ -70,6 +70,16 @@ def tls_dir(state_dir: Path) -> Path:
     return state_dir / "tls"
 
 
+def _save(
+    directory: Path, name: str, key: ec.EllipticCurvePrivateKey, cert: x509.Certificate
+) -> CertPaths:
+    """``name.key`` (0600) and ``name.crt`` (0644) in ``directory``, each replaced atomically."""
+    paths = CertPaths(directory / f"{name}.crt", directory / f"{name}.key")
+    _write(paths.key, _key_pem(key), 0o600)
+    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    return paths
+
+
 def _write(path: Path, data: bytes, mode: int) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -179,10 +189,7 @@ def make_root(directory: Path, extra: Sequence[Name] = ()) -> CertPaths:
         )
         .sign(key, hashes.SHA256())
     )
-    paths = CertPaths(directory / "root.crt", directory / "root.key")
-    _write(paths.key, _key_pem(key), 0o600)
-    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return paths
+    return _save(directory, "root", key, cert)
 
 
 def ensure_root(directory: Path, extra: Sequence[Name] = ()) -> CertPaths:
@@ -317,11 +324,8 @@ def make_server(
         )
         .sign(root_key, hashes.SHA256())
     )
-    paths = CertPaths(directory / "server.crt", directory / "server.key")
-    _write(paths.key, _key_pem(key), 0o600)
     # The chain a client needs besides its trusted root: the server certificate alone.
-    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return paths
+    return _save(directory, "server", key, cert)
 
 
 def phone_names(lan_ip: str, extra: Iterable[Name] = ()) -> list[str]:
