@@ -120,6 +120,9 @@ def _client(
         return cluster_client(
             url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, **options
         )
+    if urlsplit(url).scheme == "unix":
+        # TCP options: redis-py's Unix socket connection refuses them (every connect failed).
+        options = {k: v for k, v in options.items() if not k.startswith("socket_keepalive")}
     sentinels = settings.sentinel_addresses
     if not sentinels:
         # A blocking pool: with every connection of the pool (redis-py: 100) in use, a command

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from pathlib import Path
 from typing import cast
 
 import redis.asyncio as aioredis
 
 from relaybus.shared.store.connection import connect
-from tests.conftest import make_settings
+from tests.conftest import BINARIES, DEFAULT_KIND, make_settings
 from tests.support.servers import RedisServer
 
 #: redis-py's default pool size (more concurrent commands than it has connections).
@@ -35,3 +37,19 @@ async def test_commands_beyond_the_pool_size_wait_instead_of_failing(
     finally:
         await client.aclose()
         await other.aclose()
+
+
+async def test_a_unix_socket_url_connects(namespace: str) -> None:
+    """RELAYBUS_REDIS_URL=unix:///…: the shared client connects and appends (TCP keepalive is
+    a TCP option; passed to a Unix socket it failed every connect)."""
+    workdir = Path(tempfile.mkdtemp(prefix="rb-unix-", dir="/tmp"))  # socket paths: < 108 bytes
+    srv = RedisServer(DEFAULT_KIND, BINARIES[DEFAULT_KIND], workdir, unixsocket=workdir / "r.sock")
+    srv.start()
+    client = connect(make_settings(f"unix://{workdir / 'r.sock'}?db=0", namespace))
+    try:
+        assert await client.ping()
+        await client.xadd(f"{namespace}:s", {"k": "v"})
+        assert await client.xlen(f"{namespace}:s") == 1
+    finally:
+        await client.aclose()
+        srv.stop()

@@ -42,6 +42,8 @@ class RedisServer:
     workdir: Path
     port: int = field(default_factory=free_port)
     appendonly: bool = False
+    #: also listen on this Unix socket (mode 0700)
+    unixsocket: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -65,6 +67,8 @@ class RedisServer:
             "--logfile",
             str(self.workdir / "server.log"),
         ]
+        if self.unixsocket is not None:
+            args += ["--unixsocket", str(self.unixsocket), "--unixsocketperm", "700"]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         client = redis.Redis(port=self.port, socket_timeout=1)
