@@ -117,7 +117,7 @@ class Untrusted(OSError):
     """A live-process file or directory someone else could have written: never read."""
 
 
-def _open_dir(sessions_dir: Path) -> int:
+def open_trusted_dir(sessions_dir: Path) -> int:
     """A descriptor of ``sessions_dir`` if only the collector's user can write it."""
     fd = os.open(sessions_dir, _DIR_FLAGS)
     try:
@@ -160,7 +160,7 @@ def scan(sessions_dir: Path) -> dict[str, LiveProcess]:
     """Live processes by session id: trusted files that parse and whose pid is alive."""
     found: dict[str, LiveProcess] = {}
     try:
-        dir_fd = _open_dir(sessions_dir)
+        dir_fd = open_trusted_dir(sessions_dir)
     except FileNotFoundError:
         return found
     except OSError as exc:
@@ -187,7 +187,7 @@ def scan(sessions_dir: Path) -> dict[str, LiveProcess]:
 def read_live(sessions_dir: Path, pid: int) -> LiveProcess | None:
     """What the trusted live file of ``pid`` (``sessions/<pid>.json``) says now, if any."""
     try:
-        dir_fd = _open_dir(sessions_dir)
+        dir_fd = open_trusted_dir(sessions_dir)
     except OSError:
         return None
     try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from relaybus import claude_settings, hookcli
+from relaybus.collector import procfiles
 from relaybus.doctor_projects import projects_dir_problem
 from relaybus.lan import lan_address
 from relaybus.shared import approval_socket
@@ -108,6 +109,26 @@ def check_claude_dir(settings: Settings) -> Check:
         f"{root} holds {total} transcripts; {old} last changed more than "
         f"{window} ago are tracked but not replayed (RELAYBUS_BACKFILL_MAX_AGE_HOURS)",
     )
+
+
+def check_live_files(settings: Settings) -> Check:
+    """Claude Code's ``sessions/`` (live process files): the collector reads it only if no one
+    else can write it, or phones see no working/waiting and prompts take a headless run."""
+    sessions = settings.claude_dir / "sessions"
+    if not sessions.is_dir():
+        return Check(NOTE, "live", f"{sessions} does not exist yet (Claude Code writes it)")
+    try:
+        os.close(procfiles.open_trusted_dir(sessions))
+    except procfiles.Untrusted as exc:
+        return Check(
+            WARN,
+            "live",
+            f"{exc} — until then the collector ignores it: phones see no working/waiting "
+            "and a prompt starts a headless run beside the live CLI",
+        )
+    except OSError as exc:
+        return Check(WARN, "live", f"cannot read {sessions} ({exc.strerror or exc})")
+    return Check(OK, "live", f"{sessions}: live sessions readable, writable only by this user")
 
 
 def _gateway_answers(host: str, port: int) -> bool:
@@ -300,6 +321,7 @@ def checks(settings: Settings) -> list[Check]:
     return [
         check_redis(settings),
         check_claude_dir(settings),
+        check_live_files(settings),
         *check_ports(settings),
         check_hook(settings),
         check_prompts(settings),

@@ -70,3 +70,16 @@ def test_doctor_passes_ports_of_a_running_up(tmp_path: Path, claude_dir: Path) -
         f"ok    port      metrics: in use by relaybus (its collector's /metrics on {metrics})"
         in ports
     ), ports
+
+
+def test_group_writable_sessions_dir_warns(tmp_path: Path, claude_dir: Path) -> None:
+    """A sessions/ others can write (umask 002) warns with the fix; chmod go-w makes it ok."""
+    sessions = claude_dir / "sessions"
+    sessions.mkdir(exist_ok=True)
+    sessions.chmod(0o775)
+    line = doctor(tmp_path, RELAYBUS_CLAUDE_DIR=str(claude_dir)).one("live")
+    assert line.startswith(f"warn  live      {sessions} is writable by group or others"), line
+    assert "chmod go-w" in line
+    sessions.chmod(0o755)
+    line = doctor(tmp_path, RELAYBUS_CLAUDE_DIR=str(claude_dir)).one("live")
+    assert line.startswith(f"ok    live      {sessions}"), line
