@@ -10,7 +10,14 @@ from collections.abc import Iterable
 PREFIX = "RELAYBUS_"
 #: Read by docker-compose.yml (interpolation), not by relaybus itself.
 COMPOSE_NAMES = frozenset(
-    {"RELAYBUS_UID", "RELAYBUS_GID", "RELAYBUS_IMAGE_TAG", "RELAYBUS_PUBLIC_PORT"}
+    {
+        "RELAYBUS_UID",
+        "RELAYBUS_GID",
+        "RELAYBUS_IMAGE_TAG",
+        "RELAYBUS_PUBLIC_PORT",
+        "RELAYBUS_CERTS_DIR",
+        "RELAYBUS_CERT_NAMES",
+    }
 )
 #: Read by the test suite only (tests/support).
 TEST_PREFIX = "RELAYBUS_TEST_"

@@ -107,7 +107,15 @@ def test_env_example_documents_every_setting() -> None:
 def test_services_volumes_and_dependencies_exist(compose: dict[str, Any]) -> None:
     """Every depends_on names a service; every named volume is declared and used."""
     services = compose["services"]
-    assert set(services) == {"redis", "gateway", "nginx", "collector", "prometheus", "grafana"}
+    assert set(services) == {
+        "redis",
+        "gateway",
+        "nginx",
+        "collector",
+        "prometheus",
+        "grafana",
+        "certs",
+    }
     declared = set(compose["volumes"])
     used = set()
     for name, svc in services.items():
@@ -339,3 +347,16 @@ def test_compose_implementations_accept_the_file_with_the_documented_env(tmp_pat
             config = yaml.safe_load(out.stdout)
             assert config["services"]["gateway"]["environment"]["RELAYBUS_TOKENS"] == "tok"
             assert config["services"]["collector"]["pid"] == "host"
+
+
+def test_nginx_starts_after_its_certificate_is_made(compose: dict[str, Any]) -> None:
+    """`docker compose up` alone serves HTTPS: a one-shot certs service (no network) runs
+    `relaybus tls make` into the folder nginx mounts, and nginx waits for it to succeed."""
+    services = compose["services"]
+    certs, nginx = services["certs"], services["nginx"]
+    assert nginx["depends_on"]["certs"] == {"condition": "service_completed_successfully"}
+    assert certs["network_mode"] == "none"
+    assert "relaybus tls make --dir /certs" in certs["entrypoint"][-1]
+    folder = "./deploy/certs"  # RELAYBUS_CERTS_DIR unset
+    assert f"{folder}:/certs" in certs["volumes"]
+    assert f"{folder}:/etc/nginx/certs:ro" in nginx["volumes"]
