@@ -32,6 +32,9 @@ BUILD_OVERRIDE = """services:
   collector:
     build:
       network: host
+  certs:
+    build:
+      network: host
 """
 
 
