@@ -16,7 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from relaybus.gateway.push.audience import Audience
-from relaybus.gateway.push.store import Subscription
+from relaybus.gateway.push.store import PushStore, Subscription
 from relaybus.shared.store import audit, members
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.scope import Scope
@@ -135,6 +135,26 @@ async def test_a_member_cannot_take_a_live_tokens_endpoint(pushing: Pushing) -> 
     assert (await p.subscribe("phone", dana)).status_code == 200
     r = await p.subscribe("phone", "full-token")
     assert r.status_code == 409, r.text
+
+
+async def test_decide_out_of_scope_or_revoked_is_answered_as_expired(pushing: Pushing) -> None:
+    """A capability of erik's device for a laptop session, or of dana's revoked token, gets
+    the same 410 as a used one, and nothing is decided."""
+    p = pushing
+    dana_id, dana = await members.add_token(p.admin, p.keys, "dana", Scope.build(hosts=["laptop"]))
+    _e, erik = await members.add_token(p.admin, p.keys, "erik", Scope.build(hosts=["server"]))
+    await Publisher(p.admin, p.keys, host="laptop").start_session("s-dana")
+    store = PushStore(p.admin, p.keys)
+    until = int(time.time() * 1000) + 60_000
+    erik_sub = (await p.subscribe("erik", erik)).json()["id"]
+    dana_sub = (await p.subscribe("dana", dana)).json()["id"]
+    await p.admin.hdel(p.keys.tokens, dana_id)
+    for sub in (erik_sub, dana_sub):
+        cap = await store.grant("s-dana", f"k-{sub}", until, sub)
+        r = await p.http.post("/push/decide", json={"cap": cap, "decision": "allow"})
+        assert r.status_code == 410 and r.json()["error"] == "expired", r.text
+        assert await p.admin.get(p.keys.approval(f"k-{sub}")) is None
+    assert await audit.read(p.admin, p.keys) == []
 
 
 def test_an_unknown_place_is_outside_a_restricted_scope() -> None:
