@@ -109,7 +109,10 @@ class Runtime:
             ),
             members=self.members,
         )
-        self.push = PushService(self.ctx, registry, tokens=self.tokens, approvals=self.approvals)
+        self.push = PushService(
+            self.ctx, registry, tokens=self.tokens, approvals=self.approvals, members=self.members
+        )
+        self.members.on_revoked = self.push.store.drop_token
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -54,6 +55,8 @@ class Members:
         self.trail = trail
         #: Where the revocation reader goes on from (``$``: not started; the stream's end).
         self.revocations_from = "$"
+        #: What else a revocation removes (push: the token's subscriptions), given its id.
+        self.on_revoked: Callable[[str], Awaitable[object]] | None = None
 
     async def resolve(self, token: str | None) -> tuple[Access, Member | None] | None:
         """The access a token grants and its member (``None`` for a bootstrap token)."""
@@ -201,7 +204,9 @@ async def watch_revocations(members_: Members, client: aioredis.Redis, block_ms:
             continue
         for _stream, entries in reply or []:
             for eid, fields in entries:
-                members_.revocations_from = eid.decode() if isinstance(eid, bytes) else str(eid)
                 tid = fields.get(b"id")
                 if isinstance(tid, bytes):
                     members_.revoked(tid.decode())
+                    if members_.on_revoked is not None:  # a Redis error: read again from eid
+                        await members_.on_revoked(tid.decode())
+                members_.revocations_from = eid.decode() if isinstance(eid, bytes) else str(eid)

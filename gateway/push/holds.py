@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 
 from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.push import policy
+from relaybus.gateway.push.audience import Audience, audience
 from relaybus.gateway.push.store import PushStore, Subscription
 from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
 from relaybus.shared.store.session_row import Field
@@ -40,7 +41,7 @@ class PushHolds:
         self._client = ctx.client
         self._keys = ctx.keys
         self._store = store
-        #: token fingerprint -> full access; only full-access devices get approvals.
+        #: bootstrap token fingerprint -> full access; only full-access devices get approvals.
         self._tokens = tokens
         self._ttl_s = ctx.settings.watchers_ttl_s
         #: sid -> monotonic time of its last stamp
@@ -77,7 +78,8 @@ class PushHolds:
     async def hold_pass(self) -> None:
         """Stamp the ``push`` watcher of every recent session a device gets approvals of."""
         subs = await self._store.subscriptions()
-        if not any(self._tokens.get(s.token) for s in subs):
+        who = await audience(self._client, self._keys, self._tokens, subs)
+        if not any(who.full(s) for s in subs):
             return
         recent = await self._client.zrangebyscore(
             self._keys.sessions,
@@ -89,21 +91,28 @@ class PushHolds:
         sids = [s.decode(errors="replace") for s in cast(list[bytes], recent)]
         pipe = self._client.pipeline(transaction=False)
         for sid in sids:
-            pipe.hget(self._keys.session(sid), Field.HOST)
-        got: list[bytes | None] = await pipe.execute()
-        hosts = {sid: (h or b"").decode(errors="replace") for sid, h in zip(sids, got, strict=True)}
-        await self.hold(hosts, subs)
+            pipe.hmget(self._keys.session(sid), [Field.HOST, Field.CWD])
+        got: list[list[bytes | None]] = await pipe.execute()
+        places = {
+            sid: ((h or b"").decode(errors="replace"), (c or b"").decode(errors="replace"))
+            for sid, (h, c) in zip(sids, got, strict=True)
+        }
+        await self.hold(places, subs, who)
 
-    async def hold(self, hosts: Mapping[str, str], subs: list[Subscription]) -> None:
-        """Stamp the sessions of ``hosts`` (sid -> host) that a device of ``subs`` gets
-        approvals of."""
+    async def hold(
+        self, places: Mapping[str, tuple[str, str]], subs: list[Subscription], who: Audience
+    ) -> None:
+        """Stamp the sessions of ``places`` (sid -> (host, cwd)) that a device of ``subs``
+        gets approvals of (a member's device only inside its token's scope)."""
         ttl_s = self._ttl_s
         value = ap.watcher_value(1, now_ms() + ttl_s * 1000)
         pipe = self._client.pipeline(transaction=False)
         held = []
-        for sid, host in hosts.items():
+        for sid, (host, cwd) in places.items():
             if any(
-                self._tokens.get(s.token) and s.prefs.wants(policy.APPROVALS, host, sid)
+                who.full(s)
+                and who.reaches(s, host, cwd)
+                and s.prefs.wants(policy.APPROVALS, host, sid)
                 for s in subs
             ):
                 key = self._keys.session_watchers(sid)

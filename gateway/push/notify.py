@@ -25,6 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.push import policy
+from relaybus.gateway.push.audience import Audience, audience
 from relaybus.gateway.push.holds import PushHolds
 from relaybus.gateway.push.metrics import PushMetrics
 from relaybus.gateway.push.policy import Notice, Session
@@ -201,8 +202,9 @@ class PushNotifier:
         row = SessionRow.parse(cast(dict[bytes, bytes], raw_row))
         session = Session.from_row(sid, row)
         subs = await self._store.subscriptions()
+        who = await audience(self._client, self._keys, self._tokens, subs)
         if hold_due:
-            await self._holds.hold({sid: session.host}, subs)
+            await self._holds.hold({sid: (session.host, session.cwd)}, subs, who)
         notices = await self._notices(kind, frame, session)
         if not notices:
             return
@@ -214,7 +216,7 @@ class PushNotifier:
         sends = []
         for n in notices:
             for sub in subs:
-                if self._wants(sub, n):
+                if self._wants(sub, n, who, session.cwd):
                     sends.append(self._web_one(seq, n, sub, stamp_ms))
             if n.event in DEFAULT_EVENTS and n.kind != "resolved":
                 sends += [self._apprise_one(seq, n, t, stamp_ms) for t in self._apprise.targets]
@@ -254,11 +256,13 @@ class PushNotifier:
                     return text
         return None
 
-    def _wants(self, sub: Subscription, n: Notice) -> bool:
-        full = self._tokens.get(sub.token)
+    def _wants(self, sub: Subscription, n: Notice, who: Audience, cwd: str) -> bool:
+        full = who.full(sub)
         if full is None:
             self._metrics.dropped.labels("webpush", "revoked").inc()
             return False
+        if not who.reaches(sub, n.host, cwd):
+            return False  # outside the member's scope: not even counted (nothing to learn)
         if n.event == policy.APPROVALS and not full:
             return False
         return sub.prefs.wants(n.event, n.host, n.sid)
@@ -273,7 +277,7 @@ class PushNotifier:
         if n.kind == "approval" and n.request_key and n.expires_ms:
             ttl_s = max(1, min(ttl_s, (n.expires_ms - now_ms()) // 1000))
             if n.one_tap:  # nothing to answer with where the notification cannot show it all
-                cap = await self._store.grant(n.sid, n.request_key, n.expires_ms)
+                cap = await self._store.grant(n.sid, n.request_key, n.expires_ms, sub.id)
         vapid = await self._store.vapid()
         topic = hashlib.sha256(n.tag.encode()).hexdigest()[:32]
         result = await self._web.send(

@@ -2,13 +2,18 @@
 
 * ``GET /push/key`` — ``{publicKey}``, the ``applicationServerKey`` for ``pushManager.subscribe``.
 * ``PUT /push/subscription`` (token) — ``{subscription, prefs?}``: store or update this
-  device; approvals only reach subscriptions of full-access tokens. The endpoint must be a
+  device; approvals only reach subscriptions of full-access tokens. A member's token (issue
+  25) is remembered by its id: its scope decides at send time which sessions reach the
+  device, and revoking it removes the subscription. The endpoint must be a
   browser's push service or a host of ``RELAYBUS_PUSH_ENDPOINT_ALLOW`` (:mod:`.endpoints`), and
   one held by another token is refused (409). ``DELETE`` with ``{endpoint}`` removes it;
   ``POST /push/subscription/get`` with ``{endpoint}`` reads its prefs.
 * ``POST /push/decide`` — ``{cap, decision: allow|deny}``: the capability a notification
   carries decides its one request, once, until the request expires. It is the only
-  credential there: a leaked notification payload can do nothing else.
+  credential there: a leaked notification payload can do nothing else. The decision is the
+  subscription's (``decidedBy``: its member and device, and an audit entry, as from the
+  WebSocket); a revoked token or a session outside its scope is answered like an expired
+  capability.
 
 Each gateway limits the subscription routes per token and ``/push/decide`` per client address
 (``RELAYBUS_PUSH_RATE_LIMIT_PER_MIN``; 429 with ``Retry-After``); bodies over
@@ -17,18 +22,24 @@ Each gateway limits the subscription routes per token and ``/push/decide`` per c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from relaybus.gateway.auth import Access, token_from_request
+from relaybus.gateway.push.audience import audience
 from relaybus.gateway.push.limits import RateLimiter
 from relaybus.gateway.push.senders import keys_ok
 from relaybus.gateway.push.service import PushService
 from relaybus.gateway.push.store import Prefs, Subscription, fingerprint
+from relaybus.shared.aio import now_ms
+from relaybus.shared.store.command_streams import session_route
+from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import approvals as ap
+from relaybus.shared.wire.device import device_label
+from relaybus.shared.wire.scope import Member
 
 BODY_MAX_BYTES = 8192
 
@@ -68,23 +79,25 @@ def router(push: PushService) -> APIRouter:
     per_token = RateLimiter(push.settings.push_rate_limit_per_min)
     per_address = RateLimiter(push.settings.push_rate_limit_per_min)
 
-    def access(request: Request) -> tuple[str, Access] | None:
+    async def access(request: Request) -> tuple[str, Access, Member | None] | None:
+        """The caller's token fingerprint, access and member (``None``: a bootstrap token)."""
         token = token_from_request(request.headers, request.query_params)
         if token is None:
             return None
-        found = push.tokens.check(token)
-        return None if found is None else (fingerprint(token.encode()), found)
+        found = await push.members.resolve(token)
+        return None if found is None else (fingerprint(token.encode()), *found)
 
     async def admitted(
         request: Request,
-    ) -> tuple[str, Access, dict[str, Any] | None] | JSONResponse:
-        """The caller's token (fingerprint, access) and the body; a 401/429 when refused."""
-        who = access(request)
+    ) -> tuple[str, Access, Member | None, dict[str, Any] | None] | JSONResponse:
+        """The caller's token (fingerprint, access, member) and the body; a 401/429 when
+        refused."""
+        who = await access(request)
         if who is None:
             return _error(401, "unauthorized", "a valid token is required")
         if wait := per_token.take(who[0]):
             return _limited(wait)
-        return who[0], who[1], await _json(request)
+        return *who, await _json(request)
 
     @r.get("/key")
     async def key() -> dict[str, str]:
@@ -95,7 +108,7 @@ def router(push: PushService) -> APIRouter:
         admission = await admitted(request)
         if isinstance(admission, JSONResponse):
             return admission
-        token, token_access, body = admission
+        token, token_access, member, body = admission
         sub = body.get("subscription") if body else None
         keys = sub.get("keys") if isinstance(sub, dict) else None
         if not (isinstance(sub, dict) and isinstance(keys, dict)):
@@ -121,13 +134,17 @@ def router(push: PushService) -> APIRouter:
             token,
             token_access is Access.FULL,
             Prefs.parse((body or {}).get("prefs")),
+            member.token_id if member else "",
+            member.name if member else "",
+            device_label(request.headers.get("user-agent")),
         )
         held = await push.store.get(saved.id)
         replaceable = ""  # a row that does not parse may be replaced
         if held is not None and held.token != token:
-            if held.token in push.fingerprints:
+            live = await audience(push.ctx.client, push.ctx.keys, push.fingerprints, [held])
+            if live.full(held) is not None:
                 return _taken()
-            replaceable = held.token  # its token is no longer configured
+            replaceable = held.token  # its token is no longer configured (or was revoked)
         if not await push.store.save(saved, replaceable=replaceable):
             return _taken()
         await push.notifier.ensure_group()  # from here on no event is missed
@@ -153,7 +170,7 @@ def router(push: PushService) -> APIRouter:
         admission = await admitted(request)
         if isinstance(admission, JSONResponse):
             return admission
-        token, _access, body = admission
+        token, _access, _member, body = admission
         endpoint = body.get("endpoint") if body else None
         if not isinstance(endpoint, str):
             return _error(400, "invalid", "endpoint is required")
@@ -172,14 +189,43 @@ def router(push: PushService) -> APIRouter:
         if not isinstance(cap, str) or len(cap) > 100 or decision not in ap.CLIENT_DECISIONS:
             return _error(400, "invalid", "cap and decision (allow or deny) are required")
         target = await push.store.redeem(cap)
-        if target is None:
+        sub = await push.store.get(target[2]) if target and target[2] else None
+        place = (await _place(target[0]) or ("", "")) if target and sub else ("", "")
+        if target is None or sub is None or not await _reaches(sub, *place):
             push.metrics.decisions.labels("expired").inc()
             return _error(410, "expired", "this notification's request is over or was answered")
-        outcome = await push.approvals.decide_request(target[0], target[1], str(decision))
+        # As a decision from the WebSocket: checked, recorded, then delivered.
+        await push.members.trail.append(
+            "approve" if decision == ap.ALLOW else "deny",
+            member=sub.member or "token",
+            tokenId=sub.token_id or None,
+            device=sub.device or "push",
+            sessionId=target[0],
+            host=place[0],
+        )
+        extra: dict[str, Any] | None = None
+        if sub.member:  # who decided, for the card: "Approved by dana · iPhone · 14:02"
+            extra = {"decidedBy": {"member": sub.member, "device": sub.device, "at": now_ms()}}
+        outcome = await push.approvals.decide_request(target[0], target[1], str(decision), extra)
         push.metrics.decisions.labels(outcome).inc()
         if outcome != "ok":
             return _error(409, outcome, "the request was already resolved")
         return JSONResponse({"decision": decision, "sessionId": target[0], "requestKey": target[1]})
+
+    async def _place(sid: str) -> tuple[str, str] | None:
+        """(host, cwd) of ``sid`` from its hash (or its reservation); None when unknown."""
+        row = cast(
+            list[bytes | None],
+            await push.ctx.client.hmget(push.ctx.keys.session(sid), [Field.HOST, Field.CWD]),
+        )
+        if row[0] is not None:
+            return row[0].decode(errors="replace"), (row[1] or b"").decode(errors="replace")
+        return await session_route(push.ctx.client, push.ctx.keys, sid)
+
+    async def _reaches(sub: Subscription, host: str, cwd: str) -> bool:
+        """``sub``'s token is live, full and its scope allows the session."""
+        live = await audience(push.ctx.client, push.ctx.keys, push.fingerprints, [sub])
+        return live.full(sub) is True and live.reaches(sub, host, cwd)
 
     return r
 

@@ -20,6 +20,7 @@ from relaybus.gateway.push.notify import PushNotifier
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender, split_urls
 from relaybus.gateway.push.store import PushStore, fingerprint
 from relaybus.gateway.requests.approvals import GatewayApprovals
+from relaybus.gateway.scope import Members
 from relaybus.shared.store.connection import connect
 
 
@@ -31,16 +32,20 @@ class PushService:
         *,
         tokens: TokenTable,
         approvals: GatewayApprovals,
+        members: Members,
     ) -> None:
         settings = self.settings = ctx.settings
+        self.ctx = ctx
         self.tokens = tokens
         self.approvals = approvals
+        #: who a token is (bootstrap or member) and the audit trail of decisions.
+        self.members = members
         self.metrics = PushMetrics(registry)
         self.store = PushStore(ctx.client, ctx.keys)
         self.web = WebPushSender(
             settings.push_subject, EndpointPolicy.from_setting(settings.push_endpoint_allow)
         )
-        #: token fingerprint -> full access, for every configured token.
+        #: token fingerprint -> full access, for every ``RELAYBUS_TOKENS`` token.
         self.fingerprints = {
             fingerprint(secret): access is Access.FULL for secret, access in tokens.tokens
         }

@@ -87,6 +87,11 @@ class Subscription:
     token: str  # fingerprint
     full: bool  # made with a full-access token: may get approvals
     prefs: Prefs = field(default_factory=Prefs)
+    #: A member's token id (``{ns}:tokens``; empty for a ``RELAYBUS_TOKENS`` token): its
+    #: scope is looked up at send time, and revoking the token removes the subscription.
+    token_id: str = ""
+    member: str = ""  # the member's name, for ``decidedBy`` and the audit
+    device: str = ""  # the device label of the browser that subscribed
 
     @property
     def id(self) -> str:
@@ -104,6 +109,9 @@ class Subscription:
                 "token": self.token,
                 "full": self.full,
                 "prefs": self.prefs.as_json(),
+                "tokenId": self.token_id,
+                "member": self.member,
+                "device": self.device,
             }
         )
 
@@ -119,6 +127,9 @@ class Subscription:
                 str(body["token"]),
                 bool(body.get("full")),
                 Prefs.parse(body.get("prefs")),
+                str(body.get("tokenId") or ""),
+                str(body.get("member") or ""),
+                str(body.get("device") or ""),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return None
@@ -196,25 +207,31 @@ class PushStore:
     async def delete(self, sub_id: str) -> bool:
         return bool(await self._client.hdel(self.subs_key, sub_id))
 
+    async def drop_token(self, token_id: str) -> int:
+        """Remove every subscription of a member's token (it was revoked); how many."""
+        gone = [s.id for s in await self.subscriptions() if token_id and s.token_id == token_id]
+        return int(await self._client.hdel(self.subs_key, *gone)) if gone else 0
+
     # --- capabilities -----------------------------------------------------------------
 
-    async def grant(self, sid: str, request_key: str, expires_ms: int) -> str:
-        """A single-use capability to decide this one request until it expires."""
+    async def grant(self, sid: str, request_key: str, expires_ms: int, sub_id: str) -> str:
+        """A single-use capability for subscription ``sub_id`` to decide this one request
+        until it expires."""
         cap = secrets.token_urlsafe(24)
         await self._client.set(
             self._keys.push_cap(_digest(cap)),
-            orjson.dumps({"sid": sid, "requestKey": request_key}),
+            orjson.dumps({"sid": sid, "requestKey": request_key, "sub": sub_id}),
             pxat=max(expires_ms, 1),
         )
         return cap
 
-    async def redeem(self, cap: str) -> tuple[str, str] | None:
-        """(sid, requestKey) the capability was for; it is gone afterwards."""
+    async def redeem(self, cap: str) -> tuple[str, str, str] | None:
+        """(sid, requestKey, subscription id) the capability was for; it is gone afterwards."""
         raw = await self._client.getdel(self._keys.push_cap(_digest(cap)))
         if raw is None:
             return None
         body = orjson.loads(raw)
-        return str(body["sid"]), str(body["requestKey"])
+        return str(body["sid"]), str(body["requestKey"]), str(body.get("sub") or "")
 
     # --- claims -----------------------------------------------------------------------
 

@@ -183,16 +183,19 @@ class GatewayApprovals:
         )
         conn.send(frames.decision_ack(sid, key, decision, self._hub.position, rid, msg.traceId))
 
-    async def decide_request(self, sid: str, key: str, decision: str) -> str:
+    async def decide_request(
+        self, sid: str, key: str, decision: str, extra: dict[str, Any] | None = None
+    ) -> str:
         """A decision from outside a connection (a notification's Approve/Deny): ``ok``, or
-        the error code (``already_resolved``, ``no_pending_request``)."""
+        the error code (``already_resolved``, ``no_pending_request``); ``extra`` goes into
+        the decision record (``decidedBy``)."""
         try:
             _sid, _key, entry = await self._target([sid], key, None)
         except ProtocolError as exc:
             return str(exc.code.value)
         if entry.get("questions") is not None or entry.get("answerable") is False:
             return ErrorCode.INVALID_FIELD.value  # one tap is no complete answer to these
-        if not await self._deliver(sid, key, entry, decision, None, None, None):
+        if not await self._deliver(sid, key, entry, decision, None, None, None, extra):
             return ErrorCode.ALREADY_RESOLVED.value
         log.info("push: %s of %s in session %s", decision, key, sid)
         return "ok"
