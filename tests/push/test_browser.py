@@ -136,6 +136,7 @@ def test_approve_from_the_notification_lets_the_hook_proceed(
                         actions: n.actions.map((a) => a.action)})))"""
                 ),
                 "the notification",
+                timeout_s=45,  # the worker's push event waits for a CPU under a parallel suite
             )
             assert shown == [
                 {
