@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaybus import hookcli, tlscli
+from relaybus.helpgroups import fields_of, group_of, group_rank
 from relaybus.shared import __version__
 
 if TYPE_CHECKING:
@@ -23,84 +24,11 @@ if TYPE_CHECKING:
 # subcommands (relaybus.hookcli), which Claude Code runs on every permission prompt, start
 # without it.
 
-SHARED_FIELDS = [
-    "redis_url",
-    "namespace",
-    "host_id",
-    "log_level",
-    "log_format",
-    "redis_socket_timeout_s",
-    "redis_health_check_interval_s",
-    "redis_cluster",
-    "redis_sentinels",
-    "redis_sentinel_service",
-    "redis_sentinel_username",
-    "redis_sentinel_password",
-    "log_maxlen",
-    "session_maxlen",
-    "session_ttl_days",
-    "audit_retention_days",
-]
-COLLECTOR_FIELDS = [
-    "claude_dir",
-    "backfill_events",
-    "backfill_max_age_hours",
-    "turn_backstop_seconds",
-    "session_idle_minutes",
-    "collector_metrics_port",
-    "collector_metrics_host",
-    "heartbeat_ttl_s",
-    "batch_max_lines",
-    "max_line_bytes",
-    "data_max_bytes",
-    "watch_backend",
-    "watch_step_ms",
-    "redis_wait_replicas",
-    "redis_wait_timeout_ms",
-    "allow_prompts",
-    "prompt_cwd_allow",
-    "owner",
-    "claude_bin",
-    "claude_args",
-    "approval_mode",
-    "approval_timeout_seconds",
-    "approval_port",
-    "approval_socket",
-]
-GATEWAY_FIELDS = [
-    "gateway_host",
-    "gateway_port",
-    "tokens",
-    "allow_anonymous",
-    "replay_depth",
-    "send_queue_max",
-    "max_frame_bytes",
-    "rate_limit_per_s",
-    "ws_compression",
-    "gateway_id",
-    "watchers_ttl_s",
-    "command_timeout_seconds",
-    "send_buffer_bytes",
-    "write_timeout_s",
-    "header_timeout_s",
-    "max_connections",
-    "allowed_origins",
-    "public_hosts",
-    "push_enabled",
-    "push_public_url",
-    "push_subject",
-    "push_done_after_seconds",
-    "push_claim_idle_s",
-    "push_max_age_s",
-    "push_ttl_s",
-    "push_endpoint_allow",
-    "push_rate_limit_per_min",
-    "notify_urls",
-    "tls_cert",
-    "tls_key",
-]
+SHARED_FIELDS = fields_of("Redis", "this process")
+COLLECTOR_FIELDS = fields_of("collector:")
+GATEWAY_FIELDS = fields_of("gateway:")
 #: ``relaybus up`` only: its own root CA and the page that offers it (relaybus.tls).
-UP_TLS_FIELDS = ["tls_auto", "tls_root_port"]
+UP_TLS_FIELDS = fields_of("up:")
 #: Settings read from the environment only, never a flag: name -> why (checked by
 #: tests/shared/test_cli.py: every other setting is a flag of some subcommand).
 ENV_ONLY: dict[str, str] = {}
@@ -209,7 +137,8 @@ COMMANDS: dict[str, tuple[Callable[[Settings], int], list[str], str]] = {
     ),
     "doctor": (
         _run_doctor,
-        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS,
+        # up's own flags too: doctor checks a machine for the `relaybus up` of the same flags
+        SHARED_FIELDS + COLLECTOR_FIELDS + GATEWAY_FIELDS + UP_TLS_FIELDS,
         "check what a first run needs (Redis, Claude dir, ports, hook, prompts, LAN) and say how to fix it",
     ),
 }
@@ -220,7 +149,6 @@ def _add_setting_options(
 ) -> None:
     """One ``--flag`` per setting; ``inner`` (an action's subparser) leaves the value its
     parent parsed unless the flag is given after the action."""
-    from relaybus.helpgroups import group_of, group_rank
     from relaybus.shared.settings import Settings
 
     groups: dict[str, argparse._ArgumentGroup] = {}

@@ -1,5 +1,7 @@
-"""The groups ``--help`` shows a command's settings in (``relaybus up --help`` has 60-odd
-flags): each setting belongs to exactly one group (checked by tests/shared/test_cli.py)."""
+"""The groups of the settings: which command takes each as a flag (``collector:`` groups by the
+collector, ``gateway:`` by the gateway, ``up:`` by up alone, the rest by every command) and
+the groups ``--help`` shows them in. Each setting belongs to exactly one group (checked by
+tests/shared/test_cli_help.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "redis_sentinel_service",
         "redis_sentinel_username",
         "redis_sentinel_password",
-        "redis_wait_replicas",
-        "redis_wait_timeout_ms",
         "namespace",
         "log_maxlen",
         "session_maxlen",
@@ -37,6 +37,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "collector_metrics_port",
         "collector_metrics_host",
     ),
+    "collector: durability": ("redis_wait_replicas", "redis_wait_timeout_ms"),
     "collector: prompts and approvals": (
         "allow_prompts",
         "prompt_cwd_allow",
@@ -56,6 +57,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "allowed_origins",
         "public_hosts",
         "gateway_id",
+        "tls_cert",
+        "tls_key",
     ),
     "gateway: limits": (
         "replay_depth",
@@ -82,14 +85,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "push_rate_limit_per_min",
         "notify_urls",
     ),
-}
-#: A setting no group names falls into the group of its prefix (``tls_cert``: the gateway's
-#: listening group), else into ``OTHER``.
-PREFIXES: dict[str, str] = {
-    "redis_": "Redis",
-    "tls_": "gateway: listening and access",
-    "push_": "gateway: notifications",
-    "approval_": "collector: prompts and approvals",
+    "up: HTTPS for phones": ("tls_auto", "tls_root_port"),
 }
 OTHER = "other settings"
 
@@ -98,10 +94,13 @@ def group_of(field: str) -> str:
     for title, fields in GROUPS.items():
         if field in fields:
             return title
-    for prefix, title in PREFIXES.items():
-        if field.startswith(prefix):
-            return title
     return OTHER
+
+
+def fields_of(*titles: str) -> list[str]:
+    """The settings of every group whose title starts with one of ``titles`` (the flags a
+    command takes: ``fields_of("collector:")``)."""
+    return [f for title, fields in GROUPS.items() if title.startswith(titles) for f in fields]
 
 
 def group_rank(field: str) -> int:
