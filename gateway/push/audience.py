@@ -9,16 +9,15 @@ revocation reader removed the subscription.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import redis.asyncio as aioredis
 
 from relaybus.gateway.push.store import Subscription
+from relaybus.shared.store import members
 from relaybus.shared.store.keys import Keys
-from relaybus.shared.wire.scope import Scope, ScopeError
+from relaybus.shared.wire.scope import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,23 +52,5 @@ async def audience(
     subs: Iterable[Subscription],
 ) -> Audience:
     """The :class:`Audience` of ``subs``: one ``HMGET`` of their members' tokens."""
-    ids = sorted({s.token_id for s in subs if s.token_id})
-    scopes: dict[str, Scope] = {}
-    if ids:
-        rows: list[Any] = await client.hmget(keys.tokens, ids)
-        for tid, raw in zip(ids, rows, strict=True):
-            scope = _scope(raw)
-            if scope is not None:
-                scopes[tid] = scope
-    return Audience(fingerprints, scopes)
-
-
-def _scope(raw: Any) -> Scope | None:
-    if not isinstance(raw, bytes | str):
-        return None
-    try:
-        data = json.loads(raw)
-        found = data.get("scope") if isinstance(data, dict) else None
-        return Scope.from_json(found) if isinstance(found, dict) else None
-    except (ValueError, ScopeError):
-        return None
+    ids = [s.token_id for s in subs if s.token_id]
+    return Audience(fingerprints, await members.scopes(client, keys, ids))

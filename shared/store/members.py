@@ -8,16 +8,20 @@ constant time. Nothing here stores or logs the token itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 
 from relaybus.shared.store.keys import REVOCATIONS_MAXLEN, Keys
+from relaybus.shared.wire.json_object import json_object
 from relaybus.shared.wire.scope import NAME_RE, Member, Scope, ScopeError
 
 #: Hex digits of the sha256 that name a token (its id: shown by ``token list``, in the audit).
@@ -82,21 +86,13 @@ def _text(raw: bytes | str) -> str:
     return raw.decode(errors="replace") if isinstance(raw, bytes) else raw
 
 
-def _decode(raw: bytes | str) -> dict[str, object] | None:
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 async def resolve(client: aioredis.Redis, keys: Keys, token: str) -> Member | None:
     """The member a store token belongs to, or ``None`` (unknown, revoked, malformed)."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_CHARS:
         return None
     digest = token_hash(token)
     raw = await client.hget(keys.tokens, digest[:ID_HEX])
-    data = _decode(raw) if isinstance(raw, bytes) else None
+    data = json_object(raw) if isinstance(raw, bytes) else None
     if data is None:
         return None
     stored, name, scope = data.get("hash"), data.get("name"), data.get("scope")
@@ -110,6 +106,23 @@ async def resolve(client: aioredis.Redis, keys: Keys, token: str) -> Member | No
         return None
 
 
+async def scopes(client: aioredis.Redis, keys: Keys, ids: Iterable[str]) -> dict[str, Scope]:
+    """The scope of each stored token of ``ids`` (one ``HMGET``); a revoked or malformed
+    token is absent."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    found: dict[str, Scope] = {}
+    rows: list[Any] = await client.hmget(keys.tokens, wanted)
+    for tid, raw in zip(wanted, rows, strict=True):
+        data = json_object(raw)
+        scope = data.get("scope") if data is not None else None
+        if isinstance(scope, dict):
+            with contextlib.suppress(ScopeError):
+                found[tid] = Scope.from_json(scope)
+    return found
+
+
 async def mark_seen(client: aioredis.Redis, keys: Keys, tid: str, device: str) -> None:
     """Remember that ``tid`` was used from ``device`` (a label of :mod:`shared.wire.device`)."""
     await client.hset(keys.token_seen(tid), device, _now_ms())
@@ -119,7 +132,7 @@ async def list_tokens(client: aioredis.Redis, keys: Keys) -> list[TokenEntry]:
     """Every stored token, oldest first."""
     out: list[TokenEntry] = []
     for raw_id, raw in (await client.hgetall(keys.tokens)).items():
-        data = _decode(raw)
+        data = json_object(raw)
         if data is None:
             continue
         tid = _text(raw_id)
