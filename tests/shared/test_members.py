@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import redis
@@ -18,6 +17,7 @@ from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.device import device_label
 from relaybus.shared.wire.scope import Scope, ScopeError
 from tests.conftest import make_settings
+from tests.shared.test_cli import run_cli
 from tests.support.servers import RedisServer
 from tests.support.wait import wait_for
 
@@ -25,14 +25,7 @@ from tests.support.wait import wait_for
 def cli(server: RedisServer, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
     env |= {"RELAYBUS_REDIS_URL": server.url, "RELAYBUS_NAMESPACE": namespace}
-    return subprocess.run(
-        [sys.executable, "-m", "relaybus.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        cwd="/",
-    )
+    return run_cli(*args, env=env)
 
 
 def test_scope_allows_hosts_and_project_subtrees() -> None:
