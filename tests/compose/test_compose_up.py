@@ -176,16 +176,6 @@ async def test_a_host_claude_process_drives_working_and_waiting(
     assert states(c.received)[:2] == [("working", ""), ("waiting", "approve-Bash")]
 
 
-async def _land_on(client: ResumingClient, gateway: str, tries: int = 20) -> None:
-    """Connect through nginx until the connection is served by ``gateway``."""
-    for _ in range(tries):
-        if await client.connect() == gateway:
-            return
-        await client.close()
-        client.gateways.pop()  # not the connection under test
-    raise AssertionError(f"nginx never routed to {gateway}")
-
-
 async def test_a_killed_gateway_loses_nothing_and_no_connect_stalls(stack: ComposeStack) -> None:
     """`docker kill` of the gateway two clients are on while lines are written: both resume
     through nginx on the other replica with every event exactly once, in order, and no
@@ -196,7 +186,7 @@ async def test_a_killed_gateway_loses_nothing_and_no_connect_stalls(stack: Compo
     victim = await resumer.connect()
     _write(stack, sid, b"".join(user_line(sid, f"line {i}") for i in range(PHASE_LINES)))
     watcher = ResumingClient(url, stack.token, sid, "watch", stack.ssl_context())
-    await _land_on(watcher, victim)
+    await watcher.land_on(victim)
     container = (await asyncio.to_thread(_gateway_containers, stack))[victim]
 
     stop = asyncio.Event()

@@ -81,16 +81,6 @@ def _published_through(server: RedisServer, namespace: str, sid: str, line: int)
     return [seq for seq, _ in events]
 
 
-async def _land_on(client: ResumingClient, gateway: str, tries: int = 10) -> None:
-    """Connect through nginx until the connection is served by ``gateway``."""
-    for _ in range(tries):
-        if await client.connect() == gateway:
-            return
-        await client.close()
-        client.gateways.pop()  # not the connection under test
-    raise AssertionError(f"nginx never routed to {gateway}")
-
-
 async def test_nginx_serves_the_web_client_and_hides_metrics(
     stack: tuple[Nginx, dict[str, GatewayProc]],
 ) -> None:
@@ -124,7 +114,7 @@ async def test_client_keeps_every_event_across_sigkill_of_its_gateway(
     )
     first_phase = _published(server, namespace, sid)
     watcher = ResumingClient(url, TOKEN, sid, "watch")
-    await _land_on(watcher, victim)
+    await watcher.land_on(victim)
 
     stop = asyncio.Event()
     clients = [resumer, watcher]

@@ -80,6 +80,15 @@ class ResumingClient:
             await self.ws.close()
             self.ws = None
 
+    async def land_on(self, gateway: str, tries: int = 20) -> None:
+        """Connect through nginx until the connection is served by ``gateway``."""
+        for _ in range(tries):
+            if await self.connect() == gateway:
+                return
+            await self.close()
+            self.gateways.pop()  # not the connection under test
+        raise AssertionError(f"nginx never routed to {gateway}")
+
     async def run(self, stop: asyncio.Event, reconnect_timeout_s: float = 30.0) -> None:
         """Receive until ``stop``; on a lost connection, reconnect (bounded) and resume."""
         while not stop.is_set():
