@@ -28,7 +28,8 @@ from relaybus.gateway.requests.command_link import CommandLink
 from relaybus.gateway.requests.commands import GatewayCommands
 from relaybus.gateway.requests.late_failures import LateFailures
 from relaybus.gateway.requests.router import Router
-from relaybus.gateway.scope import Members, watch_revocations
+from relaybus.gateway.scope import Members
+from relaybus.gateway.stream_tail import StreamTail
 from relaybus.gateway.web.endpoint import Endpoint, EndpointConfig
 from relaybus.gateway.web.security import OriginPolicy
 from relaybus.shared.aio import cancel_and_wait, supervise
@@ -113,6 +114,12 @@ class Runtime:
             self.ctx, registry, tokens=self.tokens, approvals=self.approvals, members=self.members
         )
         self.members.on_revoked = self.push.store.drop_token
+        self.revocations = StreamTail(
+            self.ctx.reader,
+            self.ctx.keys.revocations,
+            what="revocation stream",
+            block_ms=self.ctx.block_ms,
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -121,9 +128,7 @@ class Runtime:
             "log-reader": self.reader.run,
             "command-replies": self.link.replies.run,
             "watcher-counts": self.approvals.run,
-            "revocations": partial(
-                watch_revocations, self.members, self.ctx.reader, self.ctx.block_ms
-            ),
+            "revocations": partial(self.revocations.follow, self.members.revocation),
             **self.push.jobs(),
         }
         crashes = self.metrics.task_crashes

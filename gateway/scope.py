@@ -9,7 +9,6 @@ session id nobody knows, no counts, no ids. The live fan-out and resume replays 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,11 +20,9 @@ from relaybus.gateway.auth import Access, TokenTable
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.protocol import ProtocolError
-from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store import members
 from relaybus.shared.store.audit import Trail
 from relaybus.shared.store.command_streams import session_route
-from relaybus.shared.store.connection import REDIS_UNAVAILABLE
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 from relaybus.shared.wire.scope import Member
@@ -53,8 +50,6 @@ class Members:
         self.keys = keys
         self.hub = hub
         self.trail = trail
-        #: Where the revocation reader goes on from (``$``: not started; the stream's end).
-        self.revocations_from = "$"
         #: What else a revocation removes (push: the token's subscriptions), given its id.
         self.on_revoked: Callable[[str], Awaitable[object]] | None = None
 
@@ -180,33 +175,12 @@ class Members:
             log.info("token %s revoked: closed %d connection(s)", token_id, closed)
         return closed
 
-
-async def watch_revocations(members_: Members, client: aioredis.Redis, block_ms: int) -> None:
-    """Read ``{ns}:revocations`` and close each revoked token's connections. Starts after the
-    stream's last entry (earlier revocations already deleted their hashes) and goes on from
-    the last entry read across Redis outages, so none announced meanwhile is missed."""
-    backoff = Backoff(first_s=0.2, max_s=10.0)
-    stream = members_.keys.revocations
-    while True:
-        try:
-            if members_.revocations_from == "$":
-                newest: Any = await client.xrevrange(stream, count=1)
-                members_.revocations_from = newest[0][0].decode() if newest else "0-0"
-            reply: Any = await client.xread(
-                {stream: members_.revocations_from}, block=block_ms, count=100
-            )
-            backoff.reset()
-        except REDIS_UNAVAILABLE as exc:
-            reraise_if_cancelling(exc)
-            delay = backoff.next()
-            log.warning("revocation stream unavailable: %s; retrying in %.1fs", exc, delay)
-            await asyncio.sleep(delay)
-            continue
-        for _stream, entries in reply or []:
-            for eid, fields in entries:
-                tid = fields.get(b"id")
-                if isinstance(tid, bytes):
-                    members_.revoked(tid.decode())
-                    if members_.on_revoked is not None:  # a Redis error: read again from eid
-                        await members_.on_revoked(tid.decode())
-                members_.revocations_from = eid.decode() if isinstance(eid, bytes) else str(eid)
+    async def revocation(self, _eid: str, fields: dict[bytes, bytes]) -> None:
+        """One ``{ns}:revocations`` entry (the runtime's ``StreamTail`` reads them from the
+        stream's end: earlier revocations already deleted their hashes): close the token's
+        connections here and drop what else it had."""
+        tid = fields.get(b"id")
+        if isinstance(tid, bytes):
+            self.revoked(tid.decode())
+            if self.on_revoked is not None:  # a Redis error: the tail hands this entry again
+                await self.on_revoked(tid.decode())

@@ -18,9 +18,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from relaybus.gateway.context import GatewayContext
-from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
+from relaybus.gateway.stream_tail import StreamTail
+from relaybus.shared.aio import now_ms
 from relaybus.shared.store.command_streams import ensure_group
-from relaybus.shared.store.connection import REDIS_UNAVAILABLE
 from relaybus.shared.store.keys import CMD_MAXLEN
 from relaybus.shared.wire.commands import LATE, Command, EnvelopeError, Reply
 
@@ -100,15 +100,13 @@ class ReplyReader:
         """``client`` must allow reads of ``block_ms`` (``relaybus.shared.store.connection.connect(block_ms=…)``);
         ``on_late`` is told of a late reply (``data.late``): a command failed after its first
         answer."""
-        self._client = client
-        self._stream = stream
-        self._block_ms = block_ms
+        self._tail = StreamTail(client, stream, what="reply stream", block_ms=block_ms)
         self._on_late = on_late
         self._waiting: dict[str, asyncio.Future[Reply]] = {}
-        self._last = "0-0"
         self._running = False
-        #: Set once the reader knows where the stream ends; commands wait for it.
-        self.ready = asyncio.Event()
+        #: Set once the reader knows where the stream ends (replies before it are not ours
+        #: to wait for); commands wait for it.
+        self.ready = self._tail.ready
 
     def close(self) -> None:
         """Cancel every command still waiting (its reader task is the runtime's)."""
@@ -133,36 +131,11 @@ class ReplyReader:
         (the runtime's supervisor logs, counts and restarts it)."""
         self._running = True
         try:
-            await self._read()
+            await self._tail.follow(self._resolve)
         finally:
             self._running = False
 
-    async def _read(self) -> None:
-        backoff = Backoff(first_s=0.2, max_s=10.0)
-        while True:
-            try:
-                if not self.ready.is_set():
-                    # replies before the stream's current end are not ours to wait for
-                    newest: Any = await self._client.xrevrange(self._stream, count=1)
-                    if newest:
-                        self._last = newest[0][0].decode()
-                    self.ready.set()
-                response: Any = await self._client.xread(
-                    {self._stream: self._last}, count=100, block=self._block_ms
-                )
-                backoff.reset()
-            except REDIS_UNAVAILABLE as exc:
-                reraise_if_cancelling(exc)
-                delay = backoff.next()
-                log.warning("reply stream unavailable: %s; retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                continue
-            for _stream, entries in response or []:
-                for entry_id, fields in entries:
-                    self._last = entry_id.decode()
-                    self._resolve(fields)
-
-    def _resolve(self, fields: dict[bytes, bytes]) -> None:
+    async def _resolve(self, _eid: str, fields: dict[bytes, bytes]) -> None:
         try:
             reply = Reply.from_fields(fields)
         except EnvelopeError as exc:
