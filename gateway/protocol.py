@@ -13,7 +13,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from relaybus.shared.wire.errors import ErrorCode
-from relaybus.shared.wire.ids import SESSION_ID_PATTERN
+from relaybus.shared.wire.ids import HOST_ID_PATTERN, SESSION_ID_PATTERN
 
 #: Capabilities this server understands; ``welcome`` echoes the intersection.
 SESSION_SUBSCRIPTIONS = "session_subscriptions"
@@ -76,7 +76,7 @@ class NewConversation(_Msg):
     type: Literal["new_conversation"]
     sessionId: SessionId | None = None
     cwd: str | None = Field(default=None, max_length=4096)
-    host: str | None = Field(default=None, pattern=r"^[^\s{}:]{1,128}$")
+    host: str | None = Field(default=None, pattern=HOST_ID_PATTERN)
 
 
 class Prompt(_Msg):

@@ -23,6 +23,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from relaybus.shared.wire.ids import HOST_ID_PATTERN
+
 
 class SettingsError(Exception):
     """A configuration value is invalid; the message is one line naming the variable."""
@@ -145,7 +147,7 @@ class Settings(BaseSettings):
     )
     host_id: str = Field(
         default_factory=socket.gethostname,
-        pattern=r"^[^\s{}:]{1,128}$",
+        pattern=HOST_ID_PATTERN,
         description="this machine's id in the bus (default: hostname)",
     )
     audit_retention_days: float = Field(

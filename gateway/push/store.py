@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from py_vapid import Vapid02
 
 from relaybus.shared.store.keys import Keys
+from relaybus.shared.wire.ids import valid_host_id
 
 #: Every event kind a device can pick; the defaults leave out failures.
 EVENTS = ("approvals", "waiting", "done", "notify", "failures")
@@ -56,7 +57,8 @@ class Prefs:
 
     @classmethod
     def parse(cls, raw: Any) -> Prefs:
-        """Lenient: unknown events and non-strings are dropped; lists are bounded."""
+        """Lenient: unknown events, non-strings and malformed machine ids are dropped; lists
+        are bounded."""
         if not isinstance(raw, dict):
             return cls()
 
@@ -66,7 +68,8 @@ class Prefs:
             return tuple(dict.fromkeys(s for s in v[:MAX_LIST] if isinstance(s, str) and s))
 
         events = tuple(e for e in strings(raw.get("events"), DEFAULT_EVENTS) if e in EVENTS)
-        return cls(events, strings(raw.get("hosts"), ()), strings(raw.get("muted"), ()))
+        hosts = tuple(h for h in strings(raw.get("hosts"), ()) if valid_host_id(h))
+        return cls(events, hosts, strings(raw.get("muted"), ()))
 
     def wants(self, event: str, host: str, sid: str) -> bool:
         return (

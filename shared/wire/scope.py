@@ -12,13 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from relaybus.shared.wire.ids import valid_host_id
+
 #: Hostile or careless input is bounded: at most this many hosts and projects per scope.
 MAX_ENTRIES = 64
 #: Longest project directory kept (bytes of UTF-8), like ``shared.wire.cwd``.
 MAX_PROJECT_BYTES = 4096
 #: A member name: what the CLI, the audit trail and the web card show.
 NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
-_HOST_RE = re.compile(r"^[^\s{}:]{1,128}$")
 
 
 class ScopeError(ValueError):
@@ -35,7 +36,7 @@ def _project(path: str) -> str:
 
 
 def _host(host: str) -> str:
-    if not _HOST_RE.match(host):
+    if not valid_host_id(host):
         raise ScopeError(f"host {host[:64]!r} is not a machine id")
     return host
 

@@ -217,6 +217,18 @@ async def test_hostile_cwd_is_invalid_field(gw: RunningGateway, cwd: str) -> Non
         assert (err["code"], err["requestId"]) == ("invalid_field", "n")
 
 
+@pytest.mark.parametrize("host", ["test\x1b[2Jhost", "test\x00host", "test\x7f", "test\x9b"])
+async def test_host_with_a_control_character_is_invalid_field(
+    gw: RunningGateway, host: str
+) -> None:
+    """new_conversation.host with a control character is refused as invalid_field."""
+    async with WsClient(gw.ws, token="full-token") as c:
+        await c.hello()
+        await c.send({"type": "new_conversation", "requestId": "n", "host": host, "text": "hi"})
+        err = await c.expect("error")
+        assert (err["code"], err["requestId"]) == ("invalid_field", "n")
+
+
 async def test_prompt_with_nul_is_invalid_field(gw: RunningGateway, pub: Publisher) -> None:
     """A prompt carrying a NUL byte (never representable in an argv) is invalid_field."""
     await pub.start_session("s1")

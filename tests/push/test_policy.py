@@ -90,6 +90,8 @@ def test_prefs_pick_events_machines_and_muted_sessions() -> None:
     assert not p.wants("approvals", "server", "sid-1")
     assert not p.wants("approvals", "laptop", "m")
     assert not p.wants("waiting", "laptop", "sid-1")
+    hostile = Prefs.parse({"hosts": ["laptop", "evil\x1b[2J", "a\x00", "a b", "", 7]})
+    assert hostile.hosts == ("laptop",)
     sub = Subscription("https://push.example/x", "k", "a", "fp", True, p)
     again = Subscription.loads(sub.dumps())
     assert again == sub and Subscription.loads(b"{}") is None

@@ -116,6 +116,15 @@ def test_bad_namespace_is_refused() -> None:
         load_settings(namespace="a}b")
 
 
+@pytest.mark.parametrize("host", ["box\x1b[2J", "box\x7f", "box\tb", "a:b"])
+def test_host_id_with_a_control_character_is_refused(host: str) -> None:
+    """RELAYBUS_HOST_ID holds no control character, whitespace or ':' (it reaches logs, the
+    audit trail and the phone): refused, naming the variable."""
+    with pytest.raises(SettingsError, match="RELAYBUS_HOST_ID"):
+        load_settings(host_id=host)
+    assert load_settings(host_id="büro-1.lan").host_id == "büro-1.lan"
+
+
 def test_configuration_doc_lists_every_variable() -> None:
     """docs/configuration.md documents every RELAYBUS_ variable."""
     doc = (ROOT / "docs" / "configuration.md").read_text()

@@ -46,6 +46,25 @@ def test_scope_rejects_hostile_entries() -> None:
             Scope.from_json(bad if "projects" in bad else {"hosts": [f"h{i}" for i in range(65)]})
 
 
+@pytest.mark.parametrize(
+    "host", ["lap\x00top", "lap\x1b[2Jtop", "lap\x7ftop", "lap\x85top", "a b", "a:b"]
+)
+def test_scope_refuses_a_host_with_a_control_character(host: str) -> None:
+    """A machine id in a scope holds no control character (C0, DEL, C1), whitespace or ':'."""
+    with pytest.raises(ScopeError, match="not a machine id"):
+        Scope.from_json({"hosts": ["laptop", host]})
+    assert Scope.build(hosts=["laptop", "büro-1.lan"]).hosts == frozenset({"laptop", "büro-1.lan"})
+
+
+def test_cli_token_add_refuses_a_host_with_a_control_character(
+    server: RedisServer, namespace: str
+) -> None:
+    """`token add --hosts` with an escape sequence in a machine id: exit 2, nothing stored."""
+    out = cli(server, namespace, "token", "add", "dana", "--hosts", "laptop,evil\x1b[2J")
+    assert out.returncode == 2 and "not a machine id" in out.stderr, out.stderr
+    assert redis.Redis.from_url(server.url).hlen(Keys(namespace).tokens) == 0
+
+
 def test_device_labels_are_coarse() -> None:
     """User agents map to a handful of fixed labels."""
     assert device_label("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)") == "iPhone"
