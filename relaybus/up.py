@@ -291,6 +291,7 @@ def _state(settings: Settings, token: str | None, chosen: uptls.UpTls) -> upstat
     url = phone_url(settings, token)
     return upstate.UpState(
         pid=os.getpid(),
+        pid_start=upstate.process_start(os.getpid()),
         url=url,
         http_url="" if chosen.enabled else url,
         root_url=chosen.root_url(settings),

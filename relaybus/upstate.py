@@ -2,13 +2,16 @@
 
 ``up`` writes it (mode 0600: the phone URL carries the token) once it serves and removes it
 on exit; ``relaybus url`` and ``relaybus status`` read it. A file whose process no longer
-runs (``up`` was killed) is reported as stale by :func:`alive`, never trusted blindly.
+runs (``up`` was killed, or its pid now names another process) is reported as stale by
+:func:`alive`, never trusted blindly.
 
-Fields (JSON): ``pid``, ``startedAt`` (ms since the epoch), ``url`` (the phone URL, https
-when TLS is on), ``http_url`` (the same without TLS, or "" when the phone port is https
-only), ``root_url`` (the plain-http page that offers the root certificate, "" without
-one), ``root_cert`` (its path, "" without one), ``tls`` (bool), ``redis`` (address, no
-password), ``ports`` (name -> port: gateway, root, metrics, …).
+Fields (JSON): ``pid``, ``pidStart`` (the process's start, field 22 of ``/proc/<pid>/stat``;
+absent where there is no ``/proc`` and in files of older versions), ``startedAt`` (ms since
+the epoch), ``url`` (the phone URL, https when TLS is on), ``http_url`` (the same without
+TLS, or "" when the phone port is https only), ``root_url`` (the plain-http page that
+offers the root certificate, "" without one), ``root_cert`` (its path, "" without one),
+``tls`` (bool), ``redis`` (address, no password), ``ports`` (name -> port: gateway, root,
+metrics, …).
 """
 
 from __future__ import annotations
@@ -46,10 +49,14 @@ class UpState:
     redis: str = ""
     ports: dict[str, int] = field(default_factory=dict)
     started_at: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: :func:`process_start` of ``pid`` when it wrote the file (None: unknown).
+    pid_start: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["startedAt"] = data.pop("started_at")
+        if (start := data.pop("pid_start")) is not None:
+            data["pidStart"] = start
         return data
 
     @classmethod
@@ -69,6 +76,7 @@ class UpState:
                 redis=str(data.get("redis", "")),
                 ports={str(k): int(v) for k, v in ports.items()},
                 started_at=int(data.get("startedAt", 0)),
+                pid_start=None if data.get("pidStart") is None else int(data["pidStart"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -109,15 +117,33 @@ def read(directory: Path | None = None) -> UpState | None:
         return None
 
 
+def process_start(pid: int) -> int | None:
+    """When ``pid`` started (field 22 of ``/proc/<pid>/stat``, clock ticks since boot); None
+    without ``/proc`` or such a process. Pids are reused; a pid with its start is not."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    after_name = raw.rpartition(b")")[2].split()  # the name may hold spaces and parentheses
+    try:
+        return int(after_name[19])  # fields 3.. follow the name
+    except (IndexError, ValueError):
+        return None
+
+
 def alive(state: UpState) -> bool:
-    """Whether the process that wrote ``state`` still runs (False: a stale file)."""
+    """Whether the process that wrote ``state`` still runs (False: a stale file). With a
+    recorded start, a process that has its pid but started at another time is not it."""
     try:
         os.kill(state.pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    if state.pid_start is None:
         return True
-    return True
+    now = process_start(state.pid)
+    return now is None or now == state.pid_start
 
 
 def remove(directory: Path | None = None, pid: int | None = None) -> None:

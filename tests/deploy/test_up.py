@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from relaybus import upstate
 from relaybus.lan import lan_address
 from tests.conftest import BINARIES, DEFAULT_KIND
 from tests.support.collector_records import append, transcript, user_line
@@ -58,6 +59,9 @@ async def test_up_serves_client_publishes_a_line_and_stops_cleanly(
     assert up.proc is not None
     servers = child_pids(up.proc.pid)
     assert len(servers) == 1  # the embedded server, nothing else
+    state = await wait_for(lambda: upstate.read(up.state_dir), timeout_s=10)
+    assert (state.pid, state.pid_start) == (up.proc.pid, upstate.process_start(up.proc.pid))
+    assert state.pid_start is not None and upstate.alive(state)
     conf = (up.state_dir / "server" / "server.conf").read_text()
     server_port = int(conf.split("\nport ")[1].split()[0])
     assert "appendfsync everysec" in conf

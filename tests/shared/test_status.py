@@ -52,6 +52,23 @@ async def test_state_file_of_a_dead_process_is_not_running(tmp_path: Path) -> No
     assert code == 1 and f"pid {dead.pid}" in lines[0] and "is gone" in lines[0], lines
 
 
+async def test_state_file_whose_pid_was_reused_is_not_running(tmp_path: Path) -> None:
+    """A state file whose pid now names another live process (this test's own, started at
+    another time than the one recorded): exit 1, not trusted."""
+    other = await asyncio.create_subprocess_exec("sleep", "60")
+    try:
+        directory = tmp_path / "relaybus"
+        directory.mkdir()
+        then = upstate.process_start(other.pid)
+        state = upstate.UpState(pid=os.getpid(), url="http://127.0.0.1:1/", pid_start=then)
+        upstate.write(state, directory)
+        code, lines = await status(tmp_path)
+        assert code == 1 and f"pid {os.getpid()}" in lines[0] and "is gone" in lines[0], lines
+    finally:
+        other.kill()
+        await other.wait()
+
+
 async def test_running_then_unhealthy_when_redis_dies(
     tmp_path: Path, private_server: Callable[..., RedisServer], namespace: str
 ) -> None:

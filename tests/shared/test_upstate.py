@@ -29,6 +29,29 @@ def test_state_round_trips_with_mode_0600(tmp_path: Path) -> None:
     assert upstate.alive(state)
 
 
+def test_a_reused_pid_is_not_the_up_that_wrote_the_file(tmp_path: Path) -> None:
+    """A live process with the file's pid but another start is not that `up` (its pid was
+    reused); the same pid and start is; a file without a start (older versions) keeps the
+    pid-only check."""
+    with subprocess.Popen(["sleep", "60"]) as other:
+        try:
+            start = upstate.process_start(other.pid)
+            assert start is not None and start == upstate.process_start(other.pid)
+            own = upstate.process_start(os.getpid())
+            assert own is not None and own < start  # this test process started first
+            for recorded, live in ((start, True), (own, False), (None, True)):
+                state = UpState(pid=other.pid, url="https://x/", pid_start=recorded)
+                upstate.write(state, tmp_path)
+                read = upstate.read(tmp_path)
+                assert read == state and ('"pidStart"' in upstate.path(tmp_path).read_text()) == (
+                    recorded is not None
+                )
+                assert upstate.alive(read) is live, (recorded, start)
+        finally:
+            other.kill()
+    assert upstate.process_start(other.pid) is None
+
+
 def test_stale_malformed_and_foreign_files(tmp_path: Path) -> None:
     """A dead pid is not alive; garbage reads as None; remove() leaves another up's file."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
