@@ -4,7 +4,8 @@
 * ``PUT /push/subscription`` (token) — ``{subscription, prefs?}``: store or update this
   device; approvals only reach subscriptions of full-access tokens. A member's token (issue
   25) is remembered by its id: its scope decides at send time which sessions reach the
-  device, and revoking it removes the subscription. The endpoint must be a
+  device, and revoking it removes the subscription; storing the subscription marks the
+  token used from that device (``relaybus token list``). The endpoint must be a
   browser's push service or a host of ``RELAYBUS_PUSH_ENDPOINT_ALLOW`` (:mod:`.endpoints`), and
   one held by another token is refused (409). ``DELETE`` with ``{endpoint}`` removes it;
   ``POST /push/subscription/get`` with ``{endpoint}`` reads its prefs.
@@ -35,6 +36,7 @@ from relaybus.gateway.push.senders import keys_ok
 from relaybus.gateway.push.service import PushService
 from relaybus.gateway.push.store import Prefs, Subscription, fingerprint
 from relaybus.shared.aio import now_ms
+from relaybus.shared.store import members
 from relaybus.shared.store.command_streams import session_route
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import approvals as ap
@@ -147,6 +149,8 @@ def router(push: PushService) -> APIRouter:
             replaceable = held.token  # its token is no longer configured (or was revoked)
         if not await push.store.save(saved, replaceable=replaceable):
             return _taken()
+        if member is not None:  # `relaybus token list`: a push-only device uses its token too
+            await members.mark_seen(push.ctx.client, push.ctx.keys, member.token_id, saved.device)
         await push.notifier.ensure_group()  # from here on no event is missed
         await push.holds.hold_pass()
         return _shown(saved)

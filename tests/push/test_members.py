@@ -6,6 +6,8 @@ WebSocket."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from relaybus.shared.store.keys import Keys
 from relaybus.shared.wire.scope import Scope
 from tests.approvals.conftest import Machine, published
 from tests.conftest import make_settings
+from tests.shared.test_cli import run_cli
 from tests.support.approvals import HookStarter, hook_input, session_with_tool
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway, running_gateway
@@ -66,6 +69,32 @@ async def pushing(
             yield Pushing(gw, http, admin, keys, push_service)
     finally:
         await admin.aclose()
+
+
+async def test_a_push_only_device_marks_its_token_used(
+    pushing: Pushing, server: RedisServer, namespace: str
+) -> None:
+    """A member's device that only subscribes to push (never opens the WebSocket) shows in
+    `relaybus token list`: last used, and its device label; a refused subscription does not."""
+    p = pushing
+    tid, dana = await members.add_token(p.admin, p.keys, "dana", Scope.build(hosts=["laptop"]))
+
+    def listed() -> dict[str, object]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAYBUS_")}
+        env |= {"RELAYBUS_REDIS_URL": server.url, "RELAYBUS_NAMESPACE": namespace}
+        out = run_cli("token", "list", "--json", env=env)
+        assert out.returncode == 0, out.stderr
+        rows = [json.loads(line) for line in out.stdout.splitlines()]
+        return next(row for row in rows if row["id"] == tid)
+
+    taken = await p.subscribe("ops", "full-token")
+    assert taken.status_code == 200
+    assert (await p.subscribe("ops", dana)).status_code == 409  # another token's endpoint
+    before = await asyncio.to_thread(listed)
+    assert (before["lastUsed"], before["devices"]) == (None, []), before
+    assert (await p.subscribe("dana", dana)).status_code == 200
+    after = await asyncio.to_thread(listed)
+    assert after["devices"] == ["iPhone"] and isinstance(after["lastUsed"], int), after
 
 
 async def test_each_member_gets_only_its_scopes_notifications(pushing: Pushing) -> None:
