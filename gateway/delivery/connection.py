@@ -29,8 +29,6 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from starlette.websockets import WebSocketDisconnect
-
 from relaybus.gateway import frames
 from relaybus.gateway.auth import Access
 from relaybus.gateway.delivery.events import Event
@@ -300,7 +298,7 @@ class Connection:
             )
             self.abort(CloseCode.SLOW_CONSUMER, "write timeout")
             self.sink.abort()
-        except (OSError, RuntimeError, WebSocketDisconnect) as exc:
+        except OSError as exc:  # ClientGone included
             # The client went away mid-write; the receive side notices and cleans up.
             log.debug("connection %s: write failed: %r", self.cid, exc)
 
