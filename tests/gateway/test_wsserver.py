@@ -18,7 +18,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from relaybus.gateway.web import wsframes
-from relaybus.shared.settings import Settings
+from relaybus.shared.settings import Settings, SettingsError, load_settings
 from relaybus.shared.store.keys import Keys
 from tests.gateway.test_attacks import fill_session
 from tests.support.gateway_client import FULL
@@ -317,3 +317,9 @@ async def test_websockets_client_sees_no_extension(gw: RunningGateway) -> None:
         assert orjson.loads(await ws.recv())["type"] == "welcome"
     with pytest.raises(ConnectionClosed):
         await ws.recv()
+
+
+def test_compression_is_refused_at_start() -> None:
+    """RELAYBUS_WS_COMPRESSION=true is a settings error naming why, not a silent no-op."""
+    with pytest.raises(SettingsError, match="permessage-deflate is no longer offered"):
+        load_settings(redis_url="redis://127.0.0.1:1/0", ws_compression=True)
