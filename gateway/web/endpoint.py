@@ -1,8 +1,7 @@
 """The ``/ws`` endpoint: authenticate, receive, rate-limit, parse, dispatch, clean up.
 
-Each connection runs two tasks: its own (this receive loop, on
-:mod:`relaybus.gateway.web.wsserver`'s protocol) and its sender
-(:meth:`Connection.start_sender`). Bad input gets an ``error`` frame and the connection
+Each connection runs one task: this receive loop, on :mod:`relaybus.gateway.web.wsserver`'s
+protocol; its sender task exists only while frames are queued (:class:`Connection`). Bad input gets an ``error`` frame and the connection
 stays open; only auth failure (4401), flooding (4029), a slow consumer (4008) and frames
 above the hard cap (1009, enforced by the WebSocket layer) close it.
 """
@@ -10,7 +9,6 @@ above the hard cap (1009, enforced by the WebSocket layer) close it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -129,30 +127,19 @@ class Endpoint:
             budget_bytes=cfg.send_buffer_bytes,
         )
         conn.device = device
+        # The receive loop runs in this task; the connection closing (auth, a slow
+        # consumer, the write deadline, shutdown) ends it.
+        conn.on_close = ws.stop
         self.hub.add(conn)
-        sender = conn.start_sender()
-        # The receive loop runs in this task; the sender ending (a final frame written, a
-        # write deadline, a failed write) ends it too.
-        sender.add_done_callback(lambda _: ws.stop())
         log.info("connection %s open from %s", conn.cid, ws.client)
         try:
-            try:
-                await self._receive(ws, conn, offered, params)
-            except Exception:
-                log.exception("connection %s: receive failed", conn.cid)
-                conn.abort(CloseCode.INTERNAL_ERROR, "internal error")
-            if sender.done() and not sender.cancelled() and sender.exception() is not None:
-                log.error("connection %s: sender failed", conn.cid, exc_info=sender.exception())
-                conn.abort(CloseCode.INTERNAL_ERROR, "internal error")
+            await self._receive(ws, conn, offered, params)
+        except Exception:
+            log.exception("connection %s: receive failed", conn.cid)
+            conn.abort(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
             self.hub.remove(conn)
-            if conn.close_code is not None and not sender.done():
-                # its final frame (an error before the close) is written first; the
-                # sender's write deadline bounds this
-                await asyncio.wait({sender})
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await sender
+            await conn.finish()  # a final frame (an error before the close) goes first
             if conn.close_code is not None:
                 try:
                     await asyncio.wait_for(
