@@ -8,16 +8,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import ssl
 import struct
 import time
+from pathlib import Path
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
+import uvicorn
+from uvicorn.server import ServerState
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from relaybus import tls
 from relaybus.gateway.web import wsframes
+from relaybus.gateway.web.security import HostPolicy
+from relaybus.gateway.web.wsserver import WsRoute, WsServer, websocket_protocol
 from relaybus.shared.settings import Settings, SettingsError, load_settings
 from relaybus.shared.store.keys import Keys
 from tests.gateway.test_attacks import fill_session
@@ -323,3 +330,70 @@ def test_compression_is_refused_at_start() -> None:
     """RELAYBUS_WS_COMPRESSION=true is a settings error naming why, not a silent no-op."""
     with pytest.raises(SettingsError, match="permessage-deflate is no longer offered"):
         load_settings(redis_url="redis://127.0.0.1:1/0", ws_compression=True)
+
+
+async def test_wss_served_by_the_gateway_itself(
+    settings: Settings, rclient: aioredis.Redis, keys: Keys, tmp_path: Path
+) -> None:
+    """RELAYBUS_TLS_CERT/KEY: the protocol runs on the TLS transport unchanged; a 2,000-event
+    replay (~6 MB, past the transport's high-water mark) arrives whole and in order."""
+    root = tls.make_root(tmp_path / "tls")
+    server = tls.make_server(tmp_path / "tls", root, ["localhost"])
+    settings = settings.model_copy(
+        update={"tls_cert": str(server.cert), "tls_key": str(server.key)}
+    )
+    await fill_session(rclient, keys, "big", 2000, pad=3000)
+    context = ssl.create_default_context(cafile=str(root.cert))
+    async with (
+        running_gateway(settings) as gw,
+        connect(
+            f"wss://127.0.0.1:{gw.port}/ws",
+            ssl=context,
+            server_hostname="localhost",
+            additional_headers={"Authorization": "Bearer full-token"},
+            max_size=None,
+        ) as ws,
+    ):
+        await ws.send(HELLO.decode())
+        assert orjson.loads(await ws.recv())["type"] == "welcome"
+        watch = {"type": "watch_session", "sessionId": "big", "sinceSeqId": 0}
+        await ws.send(orjson.dumps(watch).decode())
+        seqs: list[int] = []
+        async with asyncio.timeout(60):
+            while len(seqs) < 2000:
+                frame = orjson.loads(await ws.recv())
+                if frame["type"] == "session_event":
+                    seqs.append(frame["sessionSeq"])
+        assert seqs == sorted(seqs) and len(set(seqs)) == 2000
+
+
+async def test_keepalive_closes_a_peer_that_never_answers_pings() -> None:
+    """The protocol alone on a real socket (no h11 in front, 0.2 s pings, 0.3 s to answer): a
+    client that answers every ping stays open, one that does not gets 1011."""
+
+    async def echo(ws: WsServer) -> None:
+        ws.accept()
+        while await ws.receive() is not None:
+            pass
+
+    route = WsRoute(echo, HostPolicy(frozenset()), lambda: None)
+    config = uvicorn.Config(app=echo, ws_ping_interval=0.2, ws_ping_timeout=0.3)
+    cls = websocket_protocol(route, config)
+    state = ServerState()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: cls(config, state, {}), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    polite, silent = await Raw.upgrade(port), await Raw.upgrade(port)
+    try:
+        for _ in range(4):  # ~0.8 s: four pings, each answered in time
+            payload = await polite.until(wsframes.PING)
+            polite.send(frame(payload, opcode=0xA))
+        assert await silent.until(wsframes.PING)
+        assert await silent.close_code() == 1011
+        assert await silent.eof()
+        assert len(state.connections) == 1  # the polite one
+    finally:
+        polite.close()
+        silent.close()
+        server.close()
+        await server.wait_closed()
