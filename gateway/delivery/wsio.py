@@ -1,5 +1,5 @@
 """What delivery writes to: a :class:`FrameSink` (the ``/ws`` protocol,
-:mod:`relaybus.gateway.web.wsserver`), and the two ways a write can fail."""
+:mod:`relaybus.gateway.web.wsconn`), and the two ways a write can fail."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@
   headers must be complete ``header_timeout_s`` after its first byte, or after the
   connection opened) and a connection cap (refused at once with 503 above it, so a
   slowloris never exhausts file descriptors and ``/healthz`` keeps answering).
-  An upgrade goes to :mod:`relaybus.gateway.web.wsserver` (its own guards: ping floods,
-  unread answers, parse slices), with the bytes the client sent after the request head.
+  An upgrade goes to :mod:`relaybus.gateway.web.wsserver` (its own guards, in
+  :mod:`~relaybus.gateway.web.wsconn`: ping floods, unread answers, parse slices), with the
+  bytes the client sent after the request head.
 * :class:`AcceptErrorThrottle` — asyncio logs ``socket.accept() out of system
   resource`` once per retry; this keeps one line a minute with a count.
 """
