@@ -129,7 +129,7 @@ class WsConnection(asyncio.Protocol):
         self._cancel_timer()
         self._buf = self._frag = None
         _wake(self._waiter)
-        _wake(self._drain)
+        self._wake_writers()
         if exc is None and self.transport is not None:
             self.transport.close()
 
@@ -140,7 +140,7 @@ class WsConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._paused = False
         self.ok = self._state == OPEN
-        _wake(self._drain)
+        self._wake_writers()
 
     def data_received(self, data: bytes) -> None:
         state = self._state
@@ -194,7 +194,7 @@ class WsConnection(asyncio.Protocol):
                 self._waiter = None
 
     def stop(self) -> None:
-        """Make :meth:`receive` return ``None`` (the connection's sender has ended)."""
+        """Make :meth:`receive` return ``None`` (the connection is closing)."""
         self._stopped = True
         _wake(self._waiter)
 
@@ -239,6 +239,10 @@ class WsConnection(asyncio.Protocol):
     def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
+
+    def _wake_writers(self) -> None:
+        drain, self._drain = self._drain, None  # a connection that drained holds no future
+        _wake(drain)
 
     async def _writable(self) -> None:
         drain = self._drain
@@ -356,7 +360,7 @@ class WsConnection(asyncio.Protocol):
         self._cancel_timer()
         self._frag = None
         _wake(self._waiter)
-        _wake(self._drain)
+        self._wake_writers()
 
     def _check_backlog(self, transport: asyncio.Transport) -> None:
         if transport.is_closing():
