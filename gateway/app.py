@@ -1,4 +1,5 @@
-"""The FastAPI application: ``/ws``, ``/healthz``, ``/readyz``, ``/metrics`` and the web client."""
+"""The FastAPI application (``/healthz``, ``/readyz``, ``/metrics``, push, the web client) and
+the :class:`WsRoute` uvicorn serves ``/ws`` with."""
 
 from __future__ import annotations
 
@@ -9,35 +10,16 @@ from pathlib import Path
 from fastapi import FastAPI, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocket
 
 from relaybus.gateway.auth import check_anonymous_bind
-from relaybus.gateway.delivery.wsio import sink_for
 from relaybus.gateway.push.routes import router as push_router
 from relaybus.gateway.runtime import Runtime
-from relaybus.gateway.web.endpoint import Endpoint
 from relaybus.gateway.web.security import HostCheck, HostPolicy, SecurityHeaders
+from relaybus.gateway.web.wsserver import WsRoute
 from relaybus.shared import __version__
 from relaybus.shared.settings import Settings
 
 STATIC_DIR = Path(__file__).parent / "static"
-
-
-class WebSocketRoute:
-    """Pure ASGI middleware that serves one WebSocket path with the server's raw ``send``."""
-
-    def __init__(self, app: ASGIApp, *, path: str, endpoint: Endpoint) -> None:
-        self.app = app
-        self.path = path
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket" and scope["path"] == self.path:
-            ws = WebSocket(scope, receive, send)
-            await self.endpoint(ws, sink_for(ws, send, self.endpoint.config.write_timeout_s))
-            return
-        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -82,14 +64,17 @@ def create_app(
 
     app.include_router(push_router(rt.push))
 
-    # /ws is served ahead of the middleware stack so frames can be written in bursts
-    # (relaybus.gateway.delivery.wsio); everything else goes through FastAPI.
-    app.add_middleware(WebSocketRoute, path="/ws", endpoint=rt.endpoint)
-    app.add_middleware(
-        HostCheck,
-        policy=HostPolicy.from_settings(settings),
-        refused=rt.metrics.auth_failures.inc,
+    hosts = HostPolicy.from_settings(settings)
+    # /ws is not served here: relaybus.gateway.main gives uvicorn this route's protocol
+    # (relaybus.gateway.web.wsserver) for upgrades; FastAPI serves HTTP only.
+    app.state.ws_route = WsRoute(
+        rt.endpoint,
+        hosts,
+        rt.metrics.auth_failures.inc,
+        write_timeout_s=rt.endpoint.config.write_timeout_s,
+        close_timeout_s=rt.endpoint.config.close_timeout_s,
     )
+    app.add_middleware(HostCheck, policy=hosts, refused=rt.metrics.auth_failures.inc)
     app.add_middleware(SecurityHeaders)
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")

@@ -21,10 +21,10 @@ from relaybus.gateway.runtime import Runtime
 from relaybus.gateway.web.guards import (
     MAX_HEADER_BYTES,
     guarded_http,
-    guarded_websocket,
     install_accept_throttle,
     max_connections,
 )
+from relaybus.gateway.web.wsserver import WsRoute, websocket_protocol
 from relaybus.shared.gctune import tune_gc
 from relaybus.shared.preflight import StartupError, check_port
 from relaybus.shared.settings import Settings
@@ -61,9 +61,11 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
+    """uvicorn serving ``app`` over HTTP, and ``/ws`` on relaybus's own protocol (the
+    :class:`WsRoute` ``create_app`` left in ``app.state.ws_route``)."""
     install_accept_throttle()
     conns = max_connections(settings.max_connections)
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         host=settings.gateway_host,
         port=settings.gateway_port,
@@ -73,11 +75,9 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         limit_concurrency=conns,
         timeout_keep_alive=5,
-        # The sans-I/O websockets implementation (same library as ``ws="websockets"``, whose
-        # legacy protocol is deprecated in websockets>=14 and uvicorn; no per-connection
-        # tasks), with a capped transport write buffer (ping floods).
-        ws=guarded_websocket(),
-        ws_per_message_deflate=settings.ws_compression,
+        # Replaced below by relaybus.gateway.web.wsserver (its limits come from here).
+        ws="none",
+        ws_per_message_deflate=False,
         ws_max_size=settings.max_frame_bytes * HARD_CAP_FACTOR,
         lifespan="on",
         log_config=None,
@@ -87,6 +87,10 @@ def uvicorn_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
         ssl_certfile=settings.tls_cert or None,
         ssl_keyfile=settings.tls_key or None,
     )
+    route: WsRoute = app.state.ws_route
+    # uvicorn resolves ``ws`` when it loads the config (in serve()): a class is used as is.
+    config.ws = websocket_protocol(route, config)
+    return config
 
 
 def warn_if_anonymous(settings: Settings) -> None:

@@ -25,9 +25,9 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out).decode()
 
 
-#: Where a token can appear in a log line: a ``?token=`` query (uvicorn logs each
-#: WebSocket path), an ``Authorization`` header and a ``hello`` frame's ``token`` field
-#: (websockets logs the handshake and every frame at DEBUG).
+#: Where a token can appear in a log line: a ``?token=`` query (the ``/ws`` protocol logs
+#: each upgrade's path at DEBUG), an ``Authorization`` header and a ``hello`` frame's
+#: ``token`` field (every received message is logged at DEBUG).
 _SECRETS = (
     (re.compile(r"([?&]token=)[^&\s\"']+"), r"\1***"),
     (re.compile(r"(\bbearer\s+)[^\s\"',;]+", re.IGNORECASE), r"\1***"),

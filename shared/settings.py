@@ -304,7 +304,8 @@ class Settings(BaseSettings):
         description="client frames per second allowed (burst twice that) before closing",
     )
     ws_compression: bool = Field(
-        default=False, description="enable permessage-deflate (slower fan-out, more memory)"
+        default=False,
+        description="must stay false: permessage-deflate is not offered (every client is sent the same uncompressed frames)",
     )
     gateway_id: str = Field(
         default="", description="stable gateway id (default: random per process)"
@@ -480,6 +481,16 @@ class Settings(BaseSettings):
         text = v.get_secret_value() if isinstance(v, SecretStr) else v
         if isinstance(text, str) and text:  # empty: not set (see ``require_redis_url``)
             check_redis_url(text)
+        return v
+
+    @field_validator("ws_compression")
+    @classmethod
+    def _no_deflate(cls, v: bool) -> bool:
+        if v:
+            raise ValueError(
+                "permessage-deflate is no longer offered: /ws sends every client the same "
+                "uncompressed frames (compress at a proxy if you must); unset it"
+            )
         return v
 
     @field_validator("tls_key")

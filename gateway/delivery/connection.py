@@ -4,7 +4,8 @@ Live events are offered synchronously by the fan-out (no awaits: one slow client
 delays the others); the connection's state (capabilities, dedupe marks, buffers:
 :mod:`relaybus.gateway.delivery.stream_state`) says which to send, and those are staged; after each reader batch the staged frames are written at
 once when nothing is pending and the transport takes data, else queued as one entry and
-drained by the connection's own task. A connection more than ``queue_max`` live frames
+drained by a sender task that exists only while something is queued (an idle connection
+has none). A connection more than ``queue_max`` live frames
 behind, or holding more than ``budget_bytes`` unwritten, when the next batch arrives is
 cut off with close code 4008 (slow consumer) and resumes later with its ``lastSeqId``.
 While a replay is being read, the state buffers live events for that stream and merges
@@ -23,13 +24,12 @@ and hands the sender its final frame), so one class keeps that invariant in one 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
-
-from starlette.websockets import WebSocketDisconnect
 
 from relaybus.gateway import frames
 from relaybus.gateway.auth import Access
@@ -95,9 +95,10 @@ class Connection:
         self._staged: Outgoing | Burst | list[Outgoing] | None = None
         self._busy = False  # the sender is writing an entry it already took off the queue
         self._final: Outgoing | None = None
-        #: The sender waiting for an entry (only the sender waits on it).
-        self._wake: asyncio.Future[None] | None = None
+        #: Writes the queue; made by the first entry, gone once the queue is drained.
         self._sender: asyncio.Task[None] | None = None
+        #: Called once when the connection starts closing (its endpoint stops receiving).
+        self.on_close: Callable[[], None] | None = None
 
     # --- live delivery (synchronous, called by the fan-out) -----------------------------
 
@@ -227,7 +228,8 @@ class Connection:
             self._queue = deque()
         self._queue.append((items, live, size))
         self.queued_bytes += size
-        _wake(self._wake)
+        if self._sender is None:
+            self._start_sender()
 
     async def replay_room(self) -> bool:
         """Wait until the queue is down to half the byte budget; ``False``: closing.
@@ -277,15 +279,30 @@ class Connection:
         _wake(self._room)
         self._final = self.direct_out(final) if final is not None else None
         sender = self._sender
-        if self._final is None and sender is not None and sender is not asyncio.current_task():
+        if self._final is not None:
+            if sender is None:
+                self._start_sender()  # to write the final frame
+        elif sender is not None and sender is not asyncio.current_task():
             sender.cancel()  # it may be stuck writing to a client that does not read
-        _wake(self._wake)
+        if self.on_close is not None:
+            self.on_close()
 
     # --- the sender task ---------------------------------------------------------------
 
-    def start_sender(self) -> asyncio.Task[None]:
+    async def finish(self) -> None:
+        """Once closing: let the sender write the final frame (its write deadline bounds
+        this); otherwise stop it. Returns when no sender runs."""
+        sender = self._sender
+        if sender is None:
+            return
+        if self._final is not None and self.close_code is not None:
+            await asyncio.wait({sender})
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sender
+
+    def _start_sender(self) -> None:
         self._sender = asyncio.create_task(self._run_sender(), name=f"send-{self.cid}")
-        return self._sender
 
     async def _run_sender(self) -> None:
         try:
@@ -300,22 +317,23 @@ class Connection:
             )
             self.abort(CloseCode.SLOW_CONSUMER, "write timeout")
             self.sink.abort()
-        except (OSError, RuntimeError, WebSocketDisconnect) as exc:
+        except OSError as exc:  # ClientGone included
             # The client went away mid-write; the receive side notices and cleans up.
             log.debug("connection %s: write failed: %r", self.cid, exc)
+        except Exception:
+            log.exception("connection %s: sender failed", self.cid)
+            self.abort(CloseCode.INTERNAL_ERROR, "internal error")
+        finally:
+            if self._sender is asyncio.current_task():
+                self._sender = None
 
     async def _drain(self) -> None:
         while not self.closing():
             queue = self._queue
             if not queue:
-                # drained: an idle connection holds no deque (nor a name for it here)
-                queue = self._queue = None
-                self._wake = asyncio.get_running_loop().create_future()
-                try:
-                    await self._wake
-                finally:
-                    self._wake = None
-                continue
+                # drained: an idle connection holds no deque and no sender
+                self._queue = None
+                return
             items, live, size = queue.popleft()
             self._busy = True
             try:
@@ -328,8 +346,9 @@ class Connection:
             self.queued_bytes -= size
             if self.queued_bytes <= self.budget_bytes // 2:
                 _wake(self._room)
-        if self._final is not None:
-            await self._write([self._final], self._final.size)
+        final, self._final = self._final, None
+        if final is not None:
+            await self._write([final], final.size)
 
     async def _write(self, items: list[Outgoing], total: int) -> None:
         """One burst of ``total`` bytes, written in chunks of at most :data:`CHUNK` frames

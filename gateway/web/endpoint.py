@@ -1,7 +1,7 @@
 """The ``/ws`` endpoint: authenticate, receive, rate-limit, parse, dispatch, clean up.
 
-Each connection runs two tasks: this receive loop and its sender
-(:meth:`Connection.start_sender`). Bad input gets an ``error`` frame and the connection
+Each connection runs one task: this receive loop, on :mod:`relaybus.gateway.web.wsserver`'s
+protocol; its sender task exists only while frames are queued (:class:`Connection`). Bad input gets an ``error`` frame and the connection
 stays open; only auth failure (4401), flooding (4029), a slow consumer (4008) and frames
 above the hard cap (1009, enforced by the WebSocket layer) close it.
 """
@@ -9,25 +9,25 @@ above the hard cap (1009, enforced by the WebSocket layer) close it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
-from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from relaybus.gateway import frames, protocol
 from relaybus.gateway.auth import TokenTable, token_from_request
 from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
-from relaybus.gateway.delivery.wsio import AsgiSink, FrameSink
+from relaybus.gateway.delivery.wsio import ClientGone
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.router import Router
 from relaybus.gateway.scope import Members
 from relaybus.gateway.web.security import OriginPolicy
+from relaybus.gateway.web.wsserver import WsServer
 from relaybus.shared.wire.device import device_label
 from relaybus.shared.wire.errors import CloseCode, ErrorCode
 
@@ -97,7 +97,7 @@ class Endpoint:
         self.tokens = tokens
         self.config = config
 
-    async def __call__(self, ws: WebSocket, sink: FrameSink | None = None) -> None:
+    async def __call__(self, ws: WsServer) -> None:
         cfg = self.config
         if not cfg.origins.allows(ws.headers):
             # A page on another site: refused before the upgrade (HTTP 403).
@@ -109,11 +109,16 @@ class Endpoint:
             )
             await ws.close(CloseCode.UNAUTHORIZED)
             return
+        # What the request says is read now: accept() releases the headers and the query.
         offered = token_from_request(ws.headers, ws.query_params)
-        await ws.accept()
-        sink = sink or AsgiSink(ws, cfg.write_timeout_s)
+        params = ws.query_params
+        device = device_label(ws.headers.get("user-agent"))
+        try:
+            ws.accept()
+        except ClientGone:
+            return
         conn = Connection(
-            sink,
+            ws,
             cid=uuid.uuid4().hex[:12],
             metrics=self.ctx.metrics,
             queue_max=cfg.send_queue_max,
@@ -121,39 +126,35 @@ class Endpoint:
             position=self.hub.position,
             budget_bytes=cfg.send_buffer_bytes,
         )
-        conn.device = device_label(ws.headers.get("user-agent"))
+        conn.device = device
+        # The receive loop runs in this task; the connection closing (auth, a slow
+        # consumer, the write deadline, shutdown) ends it.
+        conn.on_close = ws.stop
         self.hub.add(conn)
-        sender = conn.start_sender()
-        receiver = asyncio.create_task(self._receive(ws, conn, offered), name=f"recv-{conn.cid}")
         log.info("connection %s open from %s", conn.cid, ws.client)
         try:
-            await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
-            for task in (receiver, sender):
-                if task.done() and not task.cancelled() and task.exception() is not None:
-                    log.error("connection %s: task failed", conn.cid, exc_info=task.exception())
-                    conn.abort(CloseCode.INTERNAL_ERROR, "internal error")
+            await self._receive(ws, conn, offered, params)
+        except Exception:
+            log.exception("connection %s: receive failed", conn.cid)
+            conn.abort(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
             self.hub.remove(conn)
-            for task in (receiver, sender):
-                task.cancel()
-            for task in (receiver, sender):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await conn.finish()  # a final frame (an error before the close) goes first
             if conn.close_code is not None:
                 try:
                     await asyncio.wait_for(
                         ws.close(conn.close_code, conn.close_reason), cfg.close_timeout_s
                     )
                 except TimeoutError:
-                    sink.abort()  # the close frame could not even be written: not reading
-                except Exception:  # the client is gone: nothing left to close
-                    pass
+                    ws.abort()  # the close frame could not even be written: not reading
             # Whatever the client does (pings, nothing, no close reply), the socket is gone
             # within close_timeout_s: a transport that is still flushing is dropped then.
-            asyncio.get_running_loop().call_later(cfg.close_timeout_s, sink.abort)
+            asyncio.get_running_loop().call_later(cfg.close_timeout_s, ws.abort)
             log.info("connection %s closed (%s)", conn.cid, conn.close_code or "by client")
 
-    async def _receive(self, ws: WebSocket, conn: Connection, offered: str | None) -> None:
+    async def _receive(
+        self, ws: WsServer, conn: Connection, offered: str | None, params: Mapping[str, str]
+    ) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         auth_timer: asyncio.TimerHandle | None = None
@@ -166,7 +167,7 @@ class Endpoint:
             v1_at = loop.time() + cfg.hello_grace_s
         else:
             auth_timer = loop.call_later(cfg.auth_timeout_s, self._auth_expired, conn)
-        url_error = self._url_resume(ws, conn)
+        url_error = self._url_resume(params, conn)
         limiter = RateLimiter(cfg.rate_limit_per_s)
         try:
             while conn.close_code is None:
@@ -183,31 +184,25 @@ class Endpoint:
                         await self._resolve_v1(conn, url_error)
                         url_error = None
                         continue
-                if message["type"] == "websocket.disconnect":
+                if message is None:
                     return
                 if not limiter.allow():
                     self.ctx.metrics.bad_frames.labels("rate_limited").inc()
                     conn.abort(CloseCode.RATE_LIMITED, "rate limit exceeded")
                     return
-                raw = message.get("text")
-                if raw is None:
-                    raw = message.get("bytes") or b""
-                if not await self._one(conn, raw):
+                if not await self._one(conn, message):
                     continue
                 if url_error is not None and conn.state.welcomed and not conn.state.hello_done:
                     self._url_error(conn, url_error)  # a v1 client resolved by its first frame
                 url_error = None
-        except WebSocketDisconnect:
-            return
         finally:
             if auth_timer is not None:
                 auth_timer.cancel()
 
-    def _url_resume(self, ws: WebSocket, conn: Connection) -> str | None:
+    def _url_resume(self, params: Mapping[str, str], conn: Connection) -> str | None:
         """Read ``?lastSeqId=`` and ``?epoch=`` (the resume point of a client that sends no
         hello); an unusable value is ignored: the message of the ``error{invalid_field}``
         it gets once it is resolved as v1."""
-        params = ws.query_params
         epoch = params.get("epoch") or None
         raw = params.get("lastSeqId")
         if epoch is not None and len(epoch) > MAX_URL_EPOCH_CHARS:

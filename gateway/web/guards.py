@@ -4,11 +4,9 @@
   headers must be complete ``header_timeout_s`` after its first byte, or after the
   connection opened) and a connection cap (refused at once with 503 above it, so a
   slowloris never exhausts file descriptors and ``/healthz`` keeps answering).
-* :func:`guarded_websocket` — uvicorn's sans-I/O WebSocket protocol that drops a client
-  sending more than ``PINGS_PER_S_MAX`` pings a second (each costs a parse and a pong,
-  without the app's rate limit seeing it), and whose transport write buffer is capped: a
-  client that is answered without the app and never reads is dropped once
-  ``write_buffer_max`` bytes wait for it.
+  An upgrade goes to :mod:`relaybus.gateway.web.wsserver` (its own guards, in
+  :mod:`~relaybus.gateway.web.wsconn`: ping floods, unread answers, parse slices), with the
+  bytes the client sent after the request head.
 * :class:`AcceptErrorThrottle` — asyncio logs ``socket.accept() out of system
   resource`` once per retry; this keeps one line a minute with a count.
 """
@@ -19,21 +17,13 @@ import asyncio
 import logging
 import resource
 import time
+from typing import cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 log = logging.getLogger(__name__)
 
-#: Bytes the gateway lets wait in one WebSocket transport before it drops the client
-#: (its own bursts stay far below: 128 KiB chunks above a 64 KiB high-water mark).
-WRITE_BUFFER_MAX = 4 * 1024 * 1024
-#: Bytes handed to the WebSocket parser at a time: a dropped flooder's read (up to 256 KiB
-#: of frames) is not parsed past the slice that got it dropped.
-PARSE_SLICE = 8 * 1024
-#: Pings a client may send per second (keepalives are one per 20 s; browsers send none).
-PINGS_PER_S_MAX = 10
 #: Largest request head (line and headers) accepted; h11's default is 16 KiB.
 MAX_HEADER_BYTES = 16 * 1024
 _SPARE_FDS = 64
@@ -101,7 +91,10 @@ def guarded_http(*, header_timeout_s: float, max_conns: int) -> type[H11Protocol
 
         def handle_websocket_upgrade(self, event: h11.Request) -> None:
             self._disarm()
+            trailing, _closed = self.conn.trailing_data
             super().handle_websocket_upgrade(event)
+            if trailing:  # frames sent right behind the request head
+                cast(asyncio.Protocol, self.transport.get_protocol()).data_received(trailing)
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -110,46 +103,6 @@ def guarded_http(*, header_timeout_s: float, max_conns: int) -> type[H11Protocol
             super().connection_lost(exc)
 
     return GuardedH11Protocol
-
-
-def guarded_websocket(
-    *, write_buffer_max: int = WRITE_BUFFER_MAX
-) -> type[WebSocketsSansIOProtocol]:
-    """A sans-I/O WebSocket protocol class that drops clients it cannot write to."""
-
-    class GuardedWebSocketProtocol(WebSocketsSansIOProtocol):
-        _pings = 0
-        _ping_window = 0.0
-
-        def handle_ping(self) -> None:
-            now = self.loop.time()
-            if now - self._ping_window >= 1.0:
-                self._ping_window, self._pings = now, 0
-            self._pings += 1
-            if self._pings > PINGS_PER_S_MAX:
-                if not self.transport.is_closing():
-                    log.info("connection from %s: ping flood, dropped", self.client)
-                    self.transport.abort()
-                return
-            super().handle_ping()
-
-        def data_received(self, data: bytes) -> None:
-            for at in range(0, len(data), PARSE_SLICE):
-                super().data_received(
-                    data[at : at + PARSE_SLICE] if len(data) > PARSE_SLICE else data
-                )
-                if self.transport.is_closing():
-                    return
-            transport = self.transport
-            if not transport.is_closing() and transport.get_write_buffer_size() > write_buffer_max:
-                log.info(
-                    "connection from %s: %d bytes unread (ping flood?), dropped",
-                    self.client,
-                    transport.get_write_buffer_size(),
-                )
-                transport.abort()
-
-    return GuardedWebSocketProtocol
 
 
 class AcceptErrorThrottle(logging.Filter):

@@ -133,8 +133,9 @@ class HostPolicy:
 
 
 class HostCheck:
-    """Pure ASGI middleware: HTTP requests and WebSocket handshakes whose ``Host`` is not
-    one of :class:`HostPolicy`'s names get 403 before any route sees them."""
+    """Pure ASGI middleware: HTTP requests whose ``Host`` is not one of :class:`HostPolicy`'s
+    names get 403 before any route sees them (``/ws`` upgrades are checked the same way by
+    :mod:`relaybus.gateway.web.wsserver`)."""
 
     def __init__(
         self, app: ASGIApp, *, policy: HostPolicy, refused: Callable[[], None] | None = None
@@ -144,7 +145,7 @@ class HostCheck:
         self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         hosts = [v for k, v in scope.get("headers", []) if k == b"host"]
@@ -155,9 +156,6 @@ class HostCheck:
         if self.refused is not None:
             self.refused()
         log.debug("request refused: Host %r is not a name of this gateway", (host or "")[:256])
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008})  # before accept: HTTP 403
-            return
         body = b"this gateway is not served under that host name\n"
         await send(
             {

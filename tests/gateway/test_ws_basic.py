@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from relaybus.gateway.delivery.wsio import BurstSink
+from relaybus.gateway.web.wsserver import WsServer
 from tests.conftest import make_settings
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_publish import Publisher
@@ -75,7 +75,7 @@ async def test_watch_replays_history_then_live(gw: RunningGateway, pub: Publishe
         }
         await c.until(lambda _: len(c.events("s1")) == 5)
         (conn,) = gw.runtime.hub.connections
-        assert isinstance(conn.sink, BurstSink)  # replays are written in one burst
+        assert isinstance(conn.sink, WsServer)  # replays are written in one burst
         await pub.events("s1", ["live1", "live2"])
         await c.until(lambda _: len(c.events("s1")) == 7)
     texts = [e["event"]["blocks"][0]["text"] for e in c.events("s1")]
