@@ -37,6 +37,7 @@ class AppendConnection:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
         self._conn: AbstractConnection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: Replies the request in flight still owes (0: none in flight).
         self._owed = 0
 
@@ -49,10 +50,11 @@ class AppendConnection:
             await self.close()
         conn = self._conn
         if conn is None:
+            self._loop = asyncio.get_running_loop()  # the one its streams belong to
             conn = self._conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
         elif not conn.is_connected:
             await conn.connect()  # type: ignore[no-untyped-call]  # redis-py: unannotated
-        else:
+        elif conn.health_check_interval and self._clock() > conn.next_health_check:
             # A PING after an idle spell, as the pool's connections get.
             await conn.check_health()  # type: ignore[no-untyped-call]
         writer = conn._writer  # redis-py has no write that does not wait for the socket
@@ -73,6 +75,10 @@ class AppendConnection:
             await self.close()
             raise
         self._owed = replies
+
+    def _clock(self) -> float:
+        assert self._loop is not None
+        return self._loop.time()
 
     async def reply(self) -> Any:
         """The next reply of the request in flight. An error reply is raised (as redis-py's
