@@ -52,7 +52,10 @@ class AppendConnection:
         if conn is None:
             self._loop = asyncio.get_running_loop()  # the one its streams belong to
             conn = self._conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-        elif not conn.is_connected:
+        elif not conn.is_connected or _dropped(conn):
+            # Closed by the server while idle (a restart, CLIENT KILL, its idle timeout):
+            # connect again first, as the pool does when it hands out a connection.
+            await conn.disconnect(nowait=True)
             await conn.connect()  # type: ignore[no-untyped-call]  # redis-py: unannotated
         elif conn.health_check_interval and self._clock() > conn.next_health_check:
             # A PING after an idle spell, as the pool's connections get.
@@ -102,3 +105,13 @@ class AppendConnection:
         self._owed = 0
         if self._conn is not None:
             await self._conn.disconnect(nowait=True)
+
+
+def _dropped(conn: AbstractConnection) -> bool:
+    """The server closed the connection (the event loop saw its end): it cannot carry a
+    request. Checked without a read (redis-py's ``can_read`` costs a timeout and a loop
+    turn)."""
+    reader, writer = conn._reader, conn._writer
+    if reader is None or writer is None:
+        return True
+    return writer.transport.is_closing() or reader.at_eof()

@@ -101,8 +101,9 @@ class LogAppender:
     """Registers the append script once and runs batches through it.
 
     A plain client's appends go through a connection of their own (``append_conn``); a
-    cluster client's through redis-py's command path. One append is in flight at a time:
-    :meth:`send` one, then :meth:`result` (or :meth:`abandon`) it before the next.
+    cluster client's through redis-py's command path. :meth:`send` a batch, then read its
+    :meth:`result` (or :meth:`abandon` it); on the own connection one batch is in flight at a
+    time, and a concurrent :meth:`send` waits for the batch before it to be settled.
     """
 
     def __init__(
@@ -135,6 +136,9 @@ class LogAppender:
         # A cluster client (``relaybus.shared.store.cluster``) is typed as a plain one.
         cluster = isinstance(cast(object, client), RedisCluster)
         self._conn = None if cluster else AppendConnection(client.connection_pool)
+        #: Held from a send on the own connection until its result is read (or abandoned):
+        #: callers that append concurrently take turns instead of reading each other's replies.
+        self._turn = asyncio.Lock()
 
     async def append(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Appended:
         return await self.result(await self.send(batch, epoch=epoch, stamp_ms=stamp_ms))
@@ -173,7 +177,12 @@ class LogAppender:
                 await asyncio.sleep(0)
             return Sent(started, task=task)
         request = pack(b"EVALSHA", self._sha, b"8", *keys, *args) + self._wait_request
-        await self._conn.send(request, 2 if self._wait[0] else 1)
+        await self._turn.acquire()
+        try:
+            await self._conn.send(request, 2 if self._wait[0] else 1)
+        except BaseException:
+            self._turn.release()
+            raise
         return Sent(started, request)
 
     async def result(self, sent: Sent) -> Appended:
@@ -181,7 +190,10 @@ class LogAppender:
         if sent.task is not None:
             reply, acked = await sent.task
         else:
-            reply, acked = await self._replies(sent)
+            try:
+                reply, acked = await self._replies(sent)
+            finally:
+                self._turn.release()
         status = _text(reply[0])
         if status == "EPOCH":
             raise EpochChanged(_text(reply[1]))
@@ -194,9 +206,11 @@ class LogAppender:
         settled by reading the committed offset again. The own connection is closed
         before the next request (``append_conn``)."""
         task = sent.task
-        if task is not None and not task.done():
+        if task is None:
+            self._turn.release()
+        elif not task.done():
             task.cancel()
-        elif task is not None and not task.cancelled():
+        elif not task.cancelled():
             task.exception()  # retrieved
 
     async def _replies(self, sent: Sent) -> tuple[Any, int | None]:
