@@ -29,7 +29,7 @@ from relaybus.collector.publisher import Publisher
 from relaybus.collector.session_state import SessionState, line_event
 from relaybus.collector.tailer import FileTail, Line, Probe, Status, Tip, probe
 from relaybus.collector.tracked import Acked, FileEntry, bus_error, stamp
-from relaybus.shared.store.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent
+from relaybus.shared.store.appendlog import AppendBatch, Appended, OffsetConflict, OutEvent, Sent
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.transcript import projection
 from relaybus.shared.wire.ids import valid_session_id
@@ -42,8 +42,6 @@ BATCH_MAX_BYTES = 4 * 1024 * 1024
 SID_PROBE_LINES = 50
 #: A file set aside after a failure of its own is tried again after this long even unchanged.
 RETRY_S = 60.0
-#: Event-loop turns given to an append to get its request onto the socket.
-SEND_YIELDS = 6
 
 
 @dataclass(slots=True)
@@ -57,7 +55,7 @@ class _Pending:
     value: str
     lines: int
     tip: Tip | None = None
-    task: asyncio.Task[Appended] | None = None
+    sent: Sent | None = None
 
 
 class SessionOwner(Protocol):
@@ -306,11 +304,9 @@ class FileSync:
                     done, pending = pending, None
                     if not await self._settle(entry, done):
                         return False
-                nxt.task = asyncio.create_task(self.pub.append(nxt.batch))
-                pending = nxt
+                pending = nxt  # rewound from if the send fails
+                nxt.sent = await self.pub.send(nxt.batch)
                 sent += 1
-                for _ in range(SEND_YIELDS):  # let the append go out before preparing the next
-                    await asyncio.sleep(0)
             if pending is not None:
                 done, pending = pending, None
                 if not await self._settle(entry, done):
@@ -318,11 +314,8 @@ class FileSync:
             return more
         except BaseException:
             if pending is not None:
-                task = pending.task
-                if task is not None and not task.done():
-                    task.cancel()
-                elif task is not None and not task.cancelled():
-                    task.exception()  # retrieved: its outcome is settled by the rewind below
+                if pending.sent is not None:
+                    self.pub.abandon(pending.sent)  # its outcome is settled by the rewind
                 tail.rewind(pending.start)
             raise
 
@@ -399,9 +392,9 @@ class FileSync:
 
     async def _settle(self, entry: FileEntry, done: _Pending) -> bool:
         """Wait for a batch; on success make its state current. False after a conflict."""
-        assert done.task is not None
+        assert done.sent is not None
         try:
-            appended = await done.task
+            appended = await self.pub.result(done.sent)
         except OffsetConflict as exc:
             entry.tail.rewind(done.start)
             await self._conflict(entry, exc.committed)

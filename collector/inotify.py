@@ -42,6 +42,8 @@ DIR_EVENTS: Final = (
 
 _HEADER = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then name)
 _READ_SIZE = 64 * 1024
+#: The largest event: its header and a name of NAME_MAX bytes with its NUL.
+_EVENT_MAX = _HEADER.size + 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +117,9 @@ class Inotify:
                 buf = os.read(self.fd, _READ_SIZE)
             except BlockingIOError:
                 return out
-            if not buf:
-                return out
             out.extend(parse(buf))
+            if len(buf) <= _READ_SIZE - _EVENT_MAX:  # the queue was emptied: no second read
+                return out
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -16,7 +16,7 @@ from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.traces import TraceMap
 from relaybus.shared.aio import now_ms
 from relaybus.shared.settings import Settings
-from relaybus.shared.store.appendlog import AppendBatch, Appended, LogAppender
+from relaybus.shared.store.appendlog import AppendBatch, Appended, LogAppender, Sent
 from relaybus.shared.store.connection import ensure_epoch, read_epoch
 from relaybus.shared.store.keys import Keys
 from relaybus.shared.store.rewinds import Rewinds
@@ -86,13 +86,25 @@ class Publisher:
 
     async def append(self, batch: AppendBatch) -> Appended:
         """Run one atomic append; refusals and connection errors propagate."""
+        return await self.result(await self.send(batch))
+
+    async def send(self, batch: AppendBatch) -> Sent:
+        """Send one atomic append (its :meth:`result` or :meth:`abandon` must follow
+        before the next); connection errors propagate."""
         if self.traces is not None:
             batch.events = self.traces.label(batch.sid, batch.events)
-        t0 = time.perf_counter()
+        return await self.appender.send(batch, epoch=self.epoch, stamp_ms=now_ms())
+
+    def abandon(self, sent: Sent) -> None:
+        """Give up on a sent append (its outcome is read from the committed offset)."""
+        self.appender.abandon(sent)
+
+    async def result(self, sent: Sent) -> Appended:
+        """A sent append's outcome; refusals and connection errors propagate."""
         try:
-            done = await self.appender.append(batch, epoch=self.epoch, stamp_ms=now_ms())
+            done = await self.appender.result(sent)
         finally:
-            self.metrics.append_latency.observe(time.perf_counter() - t0)
+            self.metrics.append_latency.observe(time.perf_counter() - sent.started)
         if done.replicas is not None and done.replicas < self._wait_replicas:
             # Committed on the primary only: a failover now would lose it (docs/reliability.md).
             log.warning(

@@ -119,10 +119,10 @@ async def drive(
             wake.request_rescan()
             await sleep_unless(stop, backoff.next())
             continue
-        wait_s = next_tick - loop.time()
+        deadline = next_tick
         if engine.closing:  # a process whose live file is gone: notice its exit promptly
-            wait_s = min(wait_s, CLOSING_POLL_S)
-        await wake.wait(max(0.0, wait_s))
+            deadline = min(deadline, loop.time() + CLOSING_POLL_S)
+        await wake.wait_until(deadline)
 
 
 async def heartbeat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from pathlib import Path
 
@@ -18,6 +17,7 @@ class Wake:
         self.processes = False
         self.rescan = False
         self.event = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
 
     def add(self, paths: set[Path]) -> None:
         for p in paths:
@@ -39,9 +39,22 @@ class Wake:
         self.event.clear()
         return out
 
-    async def wait(self, timeout_s: float) -> None:
-        # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the wait in a task of its
-        # own, one more event-loop turn between a change and the engine.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await self.event.wait()
+    async def wait_until(self, deadline: float) -> None:
+        """Until something changed or the loop's clock reached ``deadline``.
+
+        The deadline sets :attr:`event` (a wake-up with nothing taken is harmless), from a
+        timer kept while the deadline stays the same: the engine waits for the same tick
+        between many changes, and a timeout per wait (``asyncio.timeout``) cost ~5 µs each.
+        """
+        if self.event.is_set():
+            return
+        timer = self._timer
+        if timer is None or timer.when() != deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._expired)
+        await self.event.wait()
+
+    def _expired(self) -> None:
+        self._timer = None
+        self.event.set()

@@ -151,6 +151,7 @@ def latency(
         time.sleep(1.0)
         n = int(seconds * 100)
         lines = [user_line(sid, f"lat-{i}") for i in range(n)]
+        cpu0 = cpu_s(proc.pid)
         start = time.perf_counter()
         with open(path, "ab", buffering=0) as f, open(wake_dir / "w.jsonl", "ab", buffering=0) as w:
             for i, ln in enumerate(lines):
@@ -167,6 +168,7 @@ def latency(
         deadline = time.monotonic() + 30
         while len(received) < n and time.monotonic() < deadline:
             time.sleep(0.05)
+        cpu = cpu_s(proc.pid) - cpu0
     finally:
         done.set()
         stop.set()
@@ -192,6 +194,8 @@ def latency(
         "p99_ms": round(pct(lat, 0.99), 2),
         "max_ms": round(max(lat), 2),
         "mean_ms": round(statistics.fmean(lat), 2),
+        # The collector's CPU per line at this live rate (one line per wake-up), from /proc.
+        "cpu_us_per_line": round(cpu / len(written) * 1e6, 1),
         "watchfiles_wakeup_p50_ms": round(pct(wake_lat, 0.50), 2) if wake_lat else None,
         "watchfiles_wakeup_p99_ms": round(pct(wake_lat, 0.99), 2) if wake_lat else None,
     }

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from relaybus.shared.store.append_conn import AppendConnection, pack
 from relaybus.shared.store.keys import Keys
 
 APPEND_LUA = resources.files("relaybus.shared.store").joinpath("lua/append.lua").read_text()
+_LOAD = pack(b"SCRIPT", b"LOAD", APPEND_LUA.encode())
+#: Event-loop turns given to an append on redis-py's command path to reach its socket.
+SEND_YIELDS = 6
 
 #: The script's per-event ``flags`` argument by (session_stream, session_seq), as bytes:
 #: redis-py passes bytes through, a str costs an encode per argument per event.
@@ -79,8 +86,25 @@ class OffsetConflict(AppendRefused):
         self.committed = committed
 
 
+@dataclass(slots=True)
+class Sent:
+    """An append on its way to Redis: :meth:`LogAppender.result` reads its outcome."""
+
+    started: float
+    #: the request on the appender's own connection (sent again after a NOSCRIPT)
+    request: bytes = b""
+    #: the request on redis-py's command path (a cluster client)
+    task: asyncio.Future[tuple[Any, int | None]] | None = None
+
+
 class LogAppender:
-    """Registers the append script once and runs batches through it."""
+    """Registers the append script once and runs batches through it.
+
+    A plain client's appends go through a connection of their own (``append_conn``); a
+    cluster client's through redis-py's command path. :meth:`send` a batch, then read its
+    :meth:`result` (or :meth:`abandon` it); on the own connection one batch is in flight at a
+    time, and a concurrent :meth:`send` waits for the batch before it to be settled.
+    """
 
     def __init__(
         self,
@@ -98,41 +122,78 @@ class LogAppender:
         the same connection, which WAIT needs), so the reply says whether it replicated."""
         self._client = client
         self._wait = (wait_replicas, wait_timeout_ms)
+        self._wait_request = (
+            pack(b"WAIT", b"%d" % wait_replicas, b"%d" % wait_timeout_ms) if wait_replicas else b""
+        )
         self._keys = keys
         self._host = host
         self._limits = (b"%d" % log_maxlen, b"%d" % session_maxlen, b"%d" % session_ttl_s)
         self._script: AsyncScript = client.register_script(APPEND_LUA)
+        self._sha = self._script.sha.encode()
+        self._fixed_keys = [
+            k.encode() for k in (keys.seq, keys.log, keys.sessions, keys.offsets(host), keys.epoch)
+        ]
+        # A cluster client (``relaybus.shared.store.cluster``) is typed as a plain one.
+        cluster = isinstance(cast(object, client), RedisCluster)
+        self._conn = None if cluster else AppendConnection(client.connection_pool)
+        #: Held from a send on the own connection until its result is read (or abandoned):
+        #: callers that append concurrently take turns instead of reading each other's replies.
+        self._turn = asyncio.Lock()
 
     async def append(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Appended:
+        return await self.result(await self.send(batch, epoch=epoch, stamp_ms=stamp_ms))
+
+    async def send(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Sent:
+        """Send one batch; a connection error propagates."""
+        seq, log, sessions, offsets, epoch_key = self._fixed_keys
         k = self._keys
         keys = [
-            k.seq,
-            k.log,
-            k.sessions,
-            k.session(batch.sid),
-            k.session_events(batch.sid),
-            k.offsets(self._host),
-            k.epoch,
-            k.rewinds,
+            seq,
+            log,
+            sessions,
+            k.session(batch.sid).encode(),
+            k.session_events(batch.sid).encode(),
+            offsets,
+            epoch_key,
+            k.rewinds.encode(),
         ]
-        args: list[str | bytes] = [
-            epoch,
-            batch.sid,
-            batch.offset_field,
-            batch.expected_offset,
-            batch.new_offset,
+        args = [
+            epoch.encode(),
+            batch.sid.encode(),
+            batch.offset_field.encode(),
+            batch.expected_offset.encode(),
+            batch.new_offset.encode(),
             *self._limits,
-            str(stamp_ms),
-            orjson.dumps(batch.hash_updates) if batch.hash_updates else "",
-            "" if batch.activity_ms is None else str(batch.activity_ms),
+            b"%d" % stamp_ms,
+            orjson.dumps(batch.hash_updates) if batch.hash_updates else b"",
+            b"" if batch.activity_ms is None else b"%d" % batch.activity_ms,
         ]
         for ev in batch.events:
             args += (ev.kind.encode(), _FLAGS[ev.session_stream, ev.session_seq], ev.prefix)
-        acked: int | None = None
-        if self._wait[0]:
-            reply, acked = await self._run_and_wait(keys, args)
+        started = time.perf_counter()
+        if self._conn is None:
+            task = asyncio.ensure_future(self._pooled(keys, args))
+            for _ in range(SEND_YIELDS):  # let it reach the socket before the caller goes on
+                await asyncio.sleep(0)
+            return Sent(started, task=task)
+        request = pack(b"EVALSHA", self._sha, b"8", *keys, *args) + self._wait_request
+        await self._turn.acquire()
+        try:
+            await self._conn.send(request, 2 if self._wait[0] else 1)
+        except BaseException:
+            self._turn.release()
+            raise
+        return Sent(started, request)
+
+    async def result(self, sent: Sent) -> Appended:
+        """The outcome of a sent batch: refusals raise :class:`AppendRefused`."""
+        if sent.task is not None:
+            reply, acked = await sent.task
         else:
-            reply = await self._script(keys=keys, args=args)
+            try:
+                reply, acked = await self._replies(sent)
+            finally:
+                self._turn.release()
         status = _text(reply[0])
         if status == "EPOCH":
             raise EpochChanged(_text(reply[1]))
@@ -140,14 +201,43 @@ class LogAppender:
             raise OffsetConflict(_text(reply[1]))
         return Appended(int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]), acked)
 
-    async def _run_and_wait(self, keys: list[str], args: list[str | bytes]) -> tuple[Any, int]:
+    def abandon(self, sent: Sent) -> None:
+        """The caller gives up on a sent batch (it failed meanwhile); its outcome is
+        settled by reading the committed offset again. The own connection is closed
+        before the next request (``append_conn``)."""
+        task = sent.task
+        if task is None:
+            self._turn.release()
+        elif not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()  # retrieved
+
+    async def _replies(self, sent: Sent) -> tuple[Any, int | None]:
+        conn = self._conn
+        assert conn is not None
+        wait = bool(self._wait[0])
+        try:
+            reply = await conn.reply()
+        except NoScriptError:  # a restarted or promoted server: load the script, run again
+            if wait:
+                await conn.reply()  # WAIT's, read all the same
+            await conn.send(_LOAD)  # on this connection: the pool's may not know yet
+            await conn.reply()
+            await conn.send(sent.request, 2 if wait else 1)
+            reply = await conn.reply()
+        return reply, (int(await conn.reply()) if wait else None)
+
+    async def _pooled(self, keys: list[bytes], args: list[bytes]) -> tuple[Any, int | None]:
+        if not self._wait[0]:
+            return await self._script(keys=keys, args=args), None
         try:
             return await self._pipelined(keys, args)
-        except NoScriptError:  # a restarted or promoted server: load the script, run again
+        except NoScriptError:
             await self._client.script_load(APPEND_LUA)
             return await self._pipelined(keys, args)
 
-    async def _pipelined(self, keys: list[str], args: list[str | bytes]) -> tuple[Any, int]:
+    async def _pipelined(self, keys: list[bytes], args: list[bytes]) -> tuple[Any, int]:
         pipe = self._client.pipeline(transaction=False)
         pipe.evalsha(self._script.sha, len(keys), *keys, *args)
         pipe.execute_command("WAIT", *self._wait)

@@ -315,3 +315,40 @@ def test_redis_killed_mid_catch_up_loses_and_duplicates_nothing(
     finally:
         proc.stop()
         client.close()
+
+
+def test_append_connection_killed_while_lines_stream_loses_and_duplicates_nothing(
+    private_server: Any, namespace: str, keys: Keys, claude_dir: Path
+) -> None:
+    """The collector's own append connection is dropped (CLIENT KILL) again and again while
+    a session writes line after line, idle or with a batch in flight (its reply lost after
+    it ran): each line once, in order, and the log has no gap."""
+    srv: RedisServer = private_server()
+    path = transcript(claude_dir, "kill")
+    total = 300
+    with collector_on(srv, namespace, claude_dir) as (client, proc):
+        proc.start()
+        append(path, user_line("kill", "line-0"))
+        poll(lambda: user_texts(client, keys, "kill"))
+        kills = 0
+        for i in range(1, total):
+            in_flight = i % 30 == 0  # held by a pause: the batch is sent, never run
+            if in_flight:
+                client.client_pause(5000, all=False)
+            append(path, user_line("kill", f"line-{i}"))
+            if i % 15 == 0:
+                if in_flight:
+                    time.sleep(0.1)  # the collector has sent the batch; Redis holds it
+                for c in client.client_list():
+                    if c["cmd"] == "evalsha":  # the append connection's last command
+                        kills += client.client_kill_filter(_id=c["id"])
+            if in_flight:
+                client.client_unpause()
+            time.sleep(0.002)
+        poll(lambda: len(user_texts(client, keys, "kill")) >= total, timeout_s=60)
+        size = path.stat().st_size
+        poll(lambda: stored_offset(client, keys, claude_dir, path) == size, timeout_s=60)
+        assert user_texts(client, keys, "kill") == [f"line-{i}" for i in range(total)]
+        assert_log_contiguous(client, keys)
+        assert kills >= 10
+        assert "redis unavailable" in proc.log_path.read_text()  # the in-flight ones failed
