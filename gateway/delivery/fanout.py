@@ -24,7 +24,9 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, cast
+
+from redis.asyncio.cluster import RedisCluster
 
 from relaybus.gateway import frames
 from relaybus.gateway.context import GatewayContext
@@ -37,6 +39,7 @@ from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
+from relaybus.shared.store.held_conn import HeldConnection, pack
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire import frames as wire_frames
 
@@ -246,6 +249,14 @@ class LogReader:
         self._stopping = False
         #: (seq, digest of the frame) of the entries dispatched last
         self._recent: deque[tuple[int, int]] = deque(maxlen=RECENT_MAX)
+        # A plain client's reads go through a connection of their own (``held_conn``); a
+        # cluster client's through redis-py's pipeline.
+        cluster = isinstance(cast(object, ctx.reader), RedisCluster)
+        self._conn = None if cluster else HeldConnection(ctx.reader.connection_pool)
+        keys = ctx.keys
+        self._xread = (b"COUNT", b"%d" % count, b"BLOCK", b"%d" % ctx.block_ms, b"STREAMS")
+        self._log = keys.log.encode()
+        self._gets = pack(b"GET", keys.epoch.encode()) + pack(b"GET", keys.seq.encode())
 
     def healthy(self, slack_s: float) -> bool:
         return self.synced.is_set() and time.monotonic() - self.last_loop < (
@@ -275,6 +286,8 @@ class LogReader:
                     await asyncio.sleep(delay)
         finally:
             self.synced.clear()
+            if self._conn is not None:  # not given back to the pool: closed here
+                await self._conn.close()
 
     async def _sync(self) -> None:
         """On start and after every reconnect: compare the epoch, then resume from position."""
@@ -298,7 +311,7 @@ class LogReader:
         self.synced.set()
 
     async def _step(self) -> None:
-        """One XREAD BLOCK, pipelined with GETs of the epoch and head seq.
+        """One XREAD BLOCK, pipelined with GETs of the epoch and head seq (:meth:`_read`).
 
         Redis runs the GETs right after the XREAD returns, in the same round trip, so a
         batch is checked against the epoch before it is dispatched: if Redis lost its data
@@ -307,13 +320,7 @@ class LogReader:
         reset. An empty reply (block timeout) checks the epoch the same way.
         """
         hub = self.hub
-        pipe = self.ctx.reader.pipeline(transaction=False)
-        pipe.xread(
-            {self.ctx.keys.log: f"{hub.position}-0"}, count=self.count, block=self.ctx.block_ms
-        )
-        pipe.get(self.ctx.keys.epoch)
-        pipe.get(self.ctx.keys.seq)
-        reply, raw_epoch, raw_head = await pipe.execute()
+        reply, raw_epoch, raw_head = await self._read(hub.position)
         self.last_loop = time.monotonic()
         epoch = (
             raw_epoch.decode() if raw_epoch else await ensure_epoch(self.ctx.reader, self.ctx.keys)
@@ -334,6 +341,32 @@ class LogReader:
             hub.dispatch(events)
         head = int(raw_head) if raw_head else 0
         self.ctx.metrics.reader_lag.set(max(0, head - hub.position))
+
+    async def _read(self, position: int) -> tuple[Any, Any, Any]:
+        """XREAD BLOCK from ``position``, GET epoch, GET head seq: one round trip."""
+        conn = self._conn
+        if conn is None:
+            pipe = self.ctx.reader.pipeline(transaction=False)
+            pipe.xread(
+                {self.ctx.keys.log: f"{position}-0"}, count=self.count, block=self.ctx.block_ms
+            )
+            pipe.get(self.ctx.keys.epoch)
+            pipe.get(self.ctx.keys.seq)
+            reply, raw_epoch, raw_head = await pipe.execute()
+            return reply, raw_epoch, raw_head
+        xread = pack(b"XREAD", *self._xread, self._log, b"%d-0" % position)
+        await conn.send(xread + self._gets, 3)
+        try:
+            reply = await conn.reply()
+            raw_epoch = await conn.reply()
+            raw_head = await conn.reply()
+        except BaseException:
+            await conn.close()  # an error reply left replies unread: never take them later
+            raise
+        if reply:  # raw: {stream: entries} (RESP3) or [[stream, entries]] (RESP2)
+            entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+            reply = [(None, [(eid, _fields(flat)) for eid, flat in entries])]
+        return reply, raw_epoch, raw_head
 
     async def _check_recent(self) -> None:
         """Compare the entries dispatched last with the log's, record what changed, and
@@ -366,3 +399,9 @@ class LogReader:
             if seq >= oldest and now.get(seq) != digest:
                 return seq
         return None
+
+
+def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A stream entry's flat ``[field, value, ...]`` as a dict."""
+    it = iter(flat)
+    return dict(zip(it, it, strict=False))

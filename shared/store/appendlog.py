@@ -14,7 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
-from relaybus.shared.store.append_conn import AppendConnection, pack
+from relaybus.shared.store.held_conn import HeldConnection, pack
 from relaybus.shared.store.keys import Keys
 
 APPEND_LUA = resources.files("relaybus.shared.store").joinpath("lua/append.lua").read_text()
@@ -100,7 +100,7 @@ class Sent:
 class LogAppender:
     """Registers the append script once and runs batches through it.
 
-    A plain client's appends go through a connection of their own (``append_conn``); a
+    A plain client's appends go through a connection of their own (``held_conn``); a
     cluster client's through redis-py's command path. :meth:`send` a batch, then read its
     :meth:`result` (or :meth:`abandon` it); on the own connection one batch is in flight at a
     time, and a concurrent :meth:`send` waits for the batch before it to be settled.
@@ -135,7 +135,7 @@ class LogAppender:
         ]
         # A cluster client (``relaybus.shared.store.cluster``) is typed as a plain one.
         cluster = isinstance(cast(object, client), RedisCluster)
-        self._conn = None if cluster else AppendConnection(client.connection_pool)
+        self._conn = None if cluster else HeldConnection(client.connection_pool)
         #: Held from a send on the own connection until its result is read (or abandoned):
         #: callers that append concurrently take turns instead of reading each other's replies.
         self._turn = asyncio.Lock()
@@ -204,7 +204,7 @@ class LogAppender:
     def abandon(self, sent: Sent) -> None:
         """The caller gives up on a sent batch (it failed meanwhile); its outcome is
         settled by reading the committed offset again. The own connection is closed
-        before the next request (``append_conn``)."""
+        before the next request (``held_conn``)."""
         task = sent.task
         if task is None:
             self._turn.release()

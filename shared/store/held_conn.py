@@ -1,17 +1,19 @@
-"""The appends' own connection: a request written at once, its reply read when wanted.
+"""A connection held for good: a request written at once, its replies read when wanted.
 
 redis-py's command path costs a pool checkout under an asyncio timeout, a retry wrapper, a
 packing pass and, for the write itself, an ``asyncio.wait_for`` (a task on Python 3.11)
-per command: about a fifth of the collector's CPU per transcript line. The appends all
-come from one task, one after another, so they keep one connection of the client's pool
-(:class:`AppendConnection`): the same handshake, Sentinel lookup, TLS, health check and
+per command (a pipeline adds its stack of commands and a parse per reply): about a fifth of
+the collector's CPU per transcript line and a quarter of the gateway's at 300 clients.
+A caller that issues its requests from one task, one after another (the collector's
+appends, the gateway's log reader) keeps one connection of the client's pool
+(:class:`HeldConnection`): the same handshake, Sentinel lookup, TLS, health check and
 connection count (``relaybus.shared.store.connection.Connects``) as every other command,
-the request written to the socket without waiting (the caller prepares its next batch
-meanwhile) and the reply read with the client's socket timeout as its deadline.
+the request written to the socket without waiting and each reply read with the client's
+socket timeout as its deadline (the log reader's client widens it beyond its block time).
 
-A request whose reply was not read (the caller failed in between) or a failed read leaves
-the connection closed: the next request reconnects, so a stray reply is never taken for
-another's, and the reconnect is counted like any other.
+A request whose replies were not all read (the caller failed in between) or a failed read
+leaves the connection closed: the next request reconnects, so a stray reply is never taken
+for another's, and the reconnect is counted like any other.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def pack(*args: bytes) -> bytes:
     return b"".join(parts)
 
 
-class AppendConnection:
+class HeldConnection:
     """One connection of ``pool`` held for good; one request in flight at a time."""
 
     def __init__(self, pool: ConnectionPool) -> None:
@@ -62,7 +64,7 @@ class AppendConnection:
             await conn.check_health()  # type: ignore[no-untyped-call]
         writer = conn._writer  # redis-py has no write that does not wait for the socket
         if writer is None:
-            raise redis.exceptions.ConnectionError("the append connection is closed")
+            raise redis.exceptions.ConnectionError("the held connection is closed")
         try:
             writer.write(request)
             if writer.transport.get_write_buffer_size():  # the socket's buffer is full
@@ -70,10 +72,10 @@ class AppendConnection:
                     await writer.drain()
         except TimeoutError:
             await self.close()
-            raise redis.exceptions.TimeoutError("timeout writing an append") from None
+            raise redis.exceptions.TimeoutError("timeout writing a request") from None
         except OSError as exc:
             await self.close()
-            raise redis.exceptions.ConnectionError(f"writing an append: {exc}") from exc
+            raise redis.exceptions.ConnectionError(f"writing a request: {exc}") from exc
         except BaseException:
             await self.close()
             raise
@@ -88,7 +90,7 @@ class AppendConnection:
         ``ResponseError``) and the connection stays usable; any other failure closes it."""
         conn = self._conn
         if conn is None or not self._owed:
-            raise redis.exceptions.ConnectionError("no append in flight")
+            raise redis.exceptions.ConnectionError("no request in flight")
         try:
             value = await conn.read_response()
         except redis.exceptions.ResponseError:
@@ -101,7 +103,7 @@ class AppendConnection:
         return value
 
     async def close(self) -> None:
-        """Close the connection (not given back: it stays this appender's, to reconnect)."""
+        """Close the connection (not given back: it stays its holder's, to reconnect)."""
         self._owed = 0
         if self._conn is not None:
             await self._conn.disconnect(nowait=True)
