@@ -6,7 +6,6 @@ send them, the websockets client where it can."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import ssl
 import struct
@@ -30,7 +29,7 @@ from relaybus.shared.store.keys import Keys
 from tests.gateway.test_attacks import fill_session
 from tests.support.gateway_client import FULL
 from tests.support.gateway_server import RunningGateway, running_gateway
-from tests.support.raw_ws import DeafClient, open_sockets, ws_frame
+from tests.support.raw_ws import DeafClient, open_sockets, upgrade_request, ws_frame
 
 HELLO = orjson.dumps({"type": "hello", "capabilities": FULL})
 
@@ -47,7 +46,7 @@ class Raw:
         cls, port: int, *, token: str | None = "full-token", extra: bytes = b""
     ) -> Raw:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        head = _head(port, token=token)
+        head = upgrade_request(port, token=token)
         writer.write(head + extra)
         status = await reader.readuntil(b"\r\n\r\n")
         assert status.startswith(b"HTTP/1.1 101 "), status
@@ -88,21 +87,6 @@ class Raw:
         self.writer.close()
 
 
-def _head(port: int, *, token: str | None, lines: tuple[str, ...] | None = None) -> bytes:
-    key = base64.b64encode(os.urandom(16)).decode()
-    head = lines or (
-        "GET /ws HTTP/1.1",
-        f"Host: 127.0.0.1:{port}",
-        "Upgrade: websocket",
-        "Connection: Upgrade",
-        f"Sec-WebSocket-Key: {key}",
-        "Sec-WebSocket-Version: 13",
-    )
-    if token is not None:
-        head = (*head, f"Authorization: Bearer {token}")
-    return ("\r\n".join(head) + "\r\n\r\n").encode()
-
-
 def frame(payload: bytes, opcode: int = 0x1, *, fin: bool = True, rsv: int = 0) -> bytes:
     """A masked client frame with any FIN/RSV bits (``ws_frame`` is always FIN, no RSV)."""
     raw = bytearray(ws_frame(payload, opcode))
@@ -137,7 +121,7 @@ async def test_bad_handshakes_get_an_http_error(
         lines = (lines[0], f"Host: 127.0.0.1:{gw.port}", *lines[1:])
     reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
     try:
-        writer.write(_head(gw.port, token="full-token", lines=lines))
+        writer.write(upgrade_request(gw.port, token="full-token", lines=lines))
         response = await asyncio.wait_for(reader.read(), 10)  # the server closes
         assert response.startswith(f"HTTP/1.1 {status} ".encode()), response[:80]
         if status == 426:

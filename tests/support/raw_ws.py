@@ -28,6 +28,33 @@ def ws_frame(payload: bytes, opcode: int = 0x1) -> bytes:
     return header + mask + masked
 
 
+def upgrade_request(
+    port: int,
+    *,
+    token: str | None = None,
+    origin: str | None = None,
+    lines: tuple[str, ...] | None = None,
+) -> bytes:
+    """A ``/ws`` upgrade request (a fresh key); ``lines`` replaces the standard head."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    head = list(
+        lines
+        or (
+            "GET /ws HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+        )
+    )
+    if token is not None:
+        head.append(f"Authorization: Bearer {token}")
+    if origin is not None:
+        head.append(f"Origin: {origin}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode()
+
+
 class DeafClient:
     """Opens ``/ws``, sends what it is told, and never reads past the handshake."""
 
@@ -38,20 +65,7 @@ class DeafClient:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(10)
         self.sock.connect(("127.0.0.1", port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        lines = [
-            "GET /ws HTTP/1.1",
-            f"Host: 127.0.0.1:{port}",
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            f"Sec-WebSocket-Key: {key}",
-            "Sec-WebSocket-Version: 13",
-        ]
-        if token is not None:
-            lines.append(f"Authorization: Bearer {token}")
-        if origin is not None:
-            lines.append(f"Origin: {origin}")
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.sock.sendall(upgrade_request(port, token=token, origin=origin))
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = self.sock.recv(1)
