@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -317,6 +317,20 @@ def test_redis_killed_mid_catch_up_loses_and_duplicates_nothing(
         client.close()
 
 
+def stored_more_than(client: redis.Redis, keys: Keys, n: int) -> Callable[[], bool]:
+    return lambda: len(user_texts(client, keys, "kill")) > n
+
+
+def kill_append_connection(client: Any) -> int:
+    """CLIENT KILL the collector's append connection: the one whose last command is the
+    append script (a paused one shows the command Redis holds)."""
+    return sum(
+        client.client_kill_filter(_id=c["id"])
+        for c in client.client_list()
+        if c["cmd"] == "evalsha"
+    )
+
+
 def test_append_connection_killed_while_lines_stream_loses_and_duplicates_nothing(
     private_server: Any, namespace: str, keys: Keys, claude_dir: Path
 ) -> None:
@@ -339,9 +353,9 @@ def test_append_connection_killed_while_lines_stream_loses_and_duplicates_nothin
             if i % 15 == 0:
                 if in_flight:
                     time.sleep(0.1)  # the collector has sent the batch; Redis holds it
-                for c in client.client_list():
-                    if c["cmd"] == "evalsha":  # the append connection's last command
-                        kills += client.client_kill_filter(_id=c["id"])
+                else:  # the line went in, so the append connection is up (a busy machine lags)
+                    poll(stored_more_than(client, keys, i), timeout_s=20)
+                kills += kill_append_connection(client)
             if in_flight:
                 client.client_unpause()
             time.sleep(0.002)
