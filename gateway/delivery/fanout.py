@@ -37,7 +37,7 @@ from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
-from relaybus.shared.aio import Backoff, reraise_if_cancelling
+from relaybus.shared.aio import Backoff, Outage, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
 from relaybus.shared.store.held_conn import HeldConnection, pack
 from relaybus.shared.store.rewinds import Rewinds
@@ -242,7 +242,7 @@ class LogReader:
         self.rewinds = Rewinds(ctx.reader, ctx.keys)
         self.hub = hub
         self.count = count
-        self.max_backoff_s = max_backoff_s
+        self._outage = Outage(log, "Redis (log reader)", Backoff(first_s=0.1, max_s=max_backoff_s))
         #: monotonic time of the last completed loop (for /readyz)
         self.last_loop = 0.0
         self.synced = asyncio.Event()
@@ -270,20 +270,17 @@ class LogReader:
     async def run(self) -> None:
         """Read until stopped, riding out Redis outages; any other error ends it (the
         runtime's supervisor logs, counts and restarts it). Not ready while not running."""
-        backoff = Backoff(first_s=0.1, max_s=self.max_backoff_s)
         try:
             while not self._stopping:
                 try:
                     await self._sync()
-                    backoff.reset()
+                    self._outage.ok()
                     while not self._stopping:
                         await self._step()
                 except REDIS_UNAVAILABLE as exc:
                     reraise_if_cancelling(exc)
                     self.synced.clear()
-                    delay = backoff.next()
-                    log.warning("log reader: %s; retrying in %.2fs", exc, delay)
-                    await asyncio.sleep(delay)
+                    await asyncio.sleep(self._outage.failed(exc))
         finally:
             self.synced.clear()
             if self._conn is not None:  # not given back to the pool: closed here
