@@ -39,7 +39,7 @@ from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
 from relaybus.shared.aio import Backoff, Outage, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
-from relaybus.shared.store.held_conn import HeldConnection, pack
+from relaybus.shared.store.held_conn import HeldConnection, entry_fields, pack
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire import frames as wire_frames
 
@@ -362,7 +362,7 @@ class LogReader:
             raise
         if reply:  # raw: {stream: entries} (RESP3) or [[stream, entries]] (RESP2)
             entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-            reply = [(None, [(eid, _fields(flat)) for eid, flat in entries])]
+            reply = [(None, [(eid, entry_fields(flat)) for eid, flat in entries])]
         return reply, raw_epoch, raw_head
 
     async def _check_recent(self) -> None:
@@ -396,9 +396,3 @@ class LogReader:
             if seq >= oldest and now.get(seq) != digest:
                 return seq
         return None
-
-
-def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
-    """A stream entry's flat ``[field, value, ...]`` as a dict."""
-    it = iter(flat)
-    return dict(zip(it, it, strict=False))
