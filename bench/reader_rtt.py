@@ -21,8 +21,7 @@ import redis.asyncio as aioredis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from relaybus.gateway.delivery.fanout import _fields  # noqa: E402
-from relaybus.shared.store.held_conn import HeldConnection, pack  # noqa: E402
+from relaybus.shared.store.held_conn import HeldConnection, entry_fields, pack  # noqa: E402
 from tests.support.servers import RedisServer, server_binaries  # noqa: E402
 
 
@@ -57,7 +56,7 @@ async def measure(n: int, rounds: int) -> dict[str, list[float]]:
                 await held.reply()
                 await held.reply()
                 entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-                [(eid, _fields(flat)) for eid, flat in entries]
+                [(eid, entry_fields(flat)) for eid, flat in entries]
 
             ways: dict[str, Callable[[], Awaitable[None]]] = {"pipeline": pipeline, "held": own}
             out: dict[str, list[float]] = {name: [] for name in ways}

@@ -31,7 +31,7 @@ from relaybus.collector.drivers.notices import TurnNotices
 from relaybus.collector.drivers.permission_mode import ModeSwitcher
 from relaybus.collector.inbox import Inbox
 from relaybus.collector.traces import TraceMap
-from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling, sleep_unless
+from relaybus.shared.aio import Backoff, Outage, now_ms, reraise_if_cancelling, sleep_unless
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.audit import Trail
 from relaybus.shared.store.command_streams import ensure_group, queue_reply
@@ -114,7 +114,7 @@ class CommandConsumer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; Redis outages are waited out with backoff."""
-        backoff = Backoff(0.1, MAX_BACKOFF_S)
+        outage = Outage(log, "command stream", Backoff(0.1, MAX_BACKOFF_S))
         recovered = False
         log.info("command consumer started on %s", self._stream)
         while not stop.is_set():
@@ -127,18 +127,11 @@ class CommandConsumer:
                     recovered = True
                 await self._room()
                 await self._read_once(">")
-                backoff.reset()
+                outage.ok()
             except REDIS_UNAVAILABLE as exc:  # also READONLY (a failover) and OOM replies
                 reraise_if_cancelling(exc)
-                delay = backoff.next()
-                log.warning(
-                    "command stream unavailable (%s: %s); retrying in %.1fs",
-                    type(exc).__name__,
-                    exc,
-                    delay,
-                )
                 recovered = False
-                await sleep_unless(stop, delay)
+                await sleep_unless(stop, outage.failed(exc))
             except ResponseError as exc:
                 if not str(exc).startswith("NOGROUP"):
                     raise

@@ -48,5 +48,7 @@ async def beat(client: aioredis.Redis, settings: Settings, stop: asyncio.Event) 
         pipe.zremrangebyscore(keys.hosts, "-inf", expires_ms - 86_400_000)  # long dead
         if settings.owner:  # `relaybus token add <owner>` scopes that member to this machine
             pipe.hset(keys.owners, host, settings.owner)
+        else:  # no one's any more: `token add` must not scope a former owner to it
+            pipe.hdel(keys.owners, host)
         await pipe.execute()
         await sleep_unless(stop, ttl_s / 3)

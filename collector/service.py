@@ -26,7 +26,7 @@ from relaybus.collector.publisher import Publisher
 from relaybus.collector.traces import TraceMap
 from relaybus.collector.wake import Wake
 from relaybus.collector.watcher import rescan, watch
-from relaybus.shared.aio import Backoff, sleep_unless, supervise
+from relaybus.shared.aio import Backoff, Outage, sleep_unless, supervise
 from relaybus.shared.preflight import StartupError, collector_dirs
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.appendlog import EpochChanged
@@ -59,7 +59,8 @@ async def drive(
     """The engine loop: sync what changed, apply its inbox, run timers, survive Redis
     outages and data loss."""
     loop = asyncio.get_running_loop()
-    need_start, down, backoff, next_tick = True, False, Backoff(), 0.0
+    need_start, next_tick = True, 0.0
+    outage = Outage(log, "redis", Backoff())
     verify, opened, next_verify = False, 0, 0.0
     while not stop.is_set():
         try:
@@ -98,10 +99,7 @@ async def drive(
                 await engine.sync_processes()
                 await engine.tick()
                 next_tick = loop.time() + TICK_S
-            if down:
-                log.info("redis is reachable again, catching up")
-                down = False
-            backoff.reset()
+            outage.ok()
         except EpochChanged:
             log.warning(
                 "redis lost its data (epoch changed): new epoch, backfilling recent history"
@@ -111,13 +109,11 @@ async def drive(
             continue
         except REDIS_UNAVAILABLE as exc:
             metrics.redis_errors.inc()
-            if not down:
-                log.warning("redis unavailable (%s); holding, the files are the buffer", exc)
-                down = True
+            delay = outage.failed(exc)
             engine.forget()
             verify = True
             wake.request_rescan()
-            await sleep_unless(stop, backoff.next())
+            await sleep_unless(stop, delay)
             continue
         deadline = next_tick
         if engine.closing:  # a process whose live file is gone: notice its exit promptly

@@ -10,7 +10,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from relaybus.shared.aio import Backoff, reraise_if_cancelling
+from relaybus.shared.aio import Backoff, Outage, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class StreamTail:
     Each entry goes to the handler in order; :attr:`position` moves past it once the handler
     returned, so a handler's error ends :meth:`follow` and the next call (the supervisor's
     restart) hands the same entry again. Redis outages are retried with a jittered backoff
-    (0.2 s doubling to 10 s, a warning each retry) from :attr:`position`: no entry written
+    (0.2 s doubling to 10 s; a warning when an outage starts, an info line when it ends) from :attr:`position`: no entry written
     meanwhile is missed.
     """
 
@@ -45,9 +45,8 @@ class StreamTail:
         ``what`` names the stream in the log."""
         self._client = client
         self._stream = stream
-        self._what = what
         self._block_ms = block_ms
-        self._backoff = backoff or Backoff(first_s=0.2, max_s=10.0)
+        self._outage = Outage(log, what, backoff or Backoff(first_s=0.2, max_s=10.0))
         #: The id of the last entry handled (``$``: not started, the stream's end).
         self.position = "$"
         #: Set once the tail knows where the stream ended.
@@ -64,12 +63,10 @@ class StreamTail:
                 reply: Any = await self._client.xread(
                     {self._stream: self.position}, count=BATCH, block=self._block_ms
                 )
-                self._backoff.reset()
+                self._outage.ok()
             except REDIS_UNAVAILABLE as exc:
                 reraise_if_cancelling(exc)
-                delay = self._backoff.next()
-                log.warning("%s unavailable: %s; retrying in %.1fs", self._what, exc, delay)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self._outage.failed(exc))
                 continue
             for _stream, entries in reply or []:
                 for eid, fields in entries:

@@ -45,6 +45,52 @@ class Backoff:
         self.n = 0
 
 
+class Outage:
+    """The log of one loop's outages of ``what`` (Redis, a stream): one WARNING when an outage
+    starts (with its reason), each retry during it at DEBUG, one INFO when it ends (with how
+    long it lasted). :meth:`failed` after each failed attempt returns the next delay of
+    ``backoff``; :meth:`ok` after each success resets it."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        what: str,
+        backoff: Backoff,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log, self.what, self.backoff, self._clock = logger, what, backoff, clock
+        #: ``clock()`` when the current outage started (None: none now)
+        self.since: float | None = None
+        self._failures = 0
+
+    def failed(self, exc: BaseException) -> float:
+        """Log a failed attempt; the seconds to wait before the next one."""
+        delay = self.backoff.next()
+        reason = f"{type(exc).__name__}: {exc}"
+        if self.since is None:
+            self.since, self._failures = self._clock(), 1
+            self._log.warning("%s unavailable (%s); retrying in %.1fs", self.what, reason, delay)
+        else:
+            self._failures += 1
+            self._log.debug(
+                "%s still unavailable (%s); retrying in %.1fs", self.what, reason, delay
+            )
+        return delay
+
+    def ok(self) -> None:
+        """An attempt succeeded: end the outage (if any) and start the backoff over."""
+        self.backoff.reset()
+        if self.since is not None:
+            self._log.info(
+                "%s available again after %.1f s (attempts failed: %d)",
+                self.what,
+                self._clock() - self.since,
+                self._failures,
+            )
+            self.since = None
+
+
 async def sleep_unless(stop: asyncio.Event, seconds: float) -> None:
     """Sleep ``seconds``, or less if ``stop`` is set meanwhile."""
     with contextlib.suppress(TimeoutError):

@@ -37,9 +37,9 @@ from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
-from relaybus.shared.aio import Backoff, reraise_if_cancelling
+from relaybus.shared.aio import Backoff, Outage, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE, ensure_epoch
-from relaybus.shared.store.held_conn import HeldConnection, pack
+from relaybus.shared.store.held_conn import HeldConnection, entry_fields, pack
 from relaybus.shared.store.rewinds import Rewinds
 from relaybus.shared.wire import frames as wire_frames
 
@@ -242,7 +242,7 @@ class LogReader:
         self.rewinds = Rewinds(ctx.reader, ctx.keys)
         self.hub = hub
         self.count = count
-        self.max_backoff_s = max_backoff_s
+        self._outage = Outage(log, "Redis (log reader)", Backoff(first_s=0.1, max_s=max_backoff_s))
         #: monotonic time of the last completed loop (for /readyz)
         self.last_loop = 0.0
         self.synced = asyncio.Event()
@@ -270,20 +270,17 @@ class LogReader:
     async def run(self) -> None:
         """Read until stopped, riding out Redis outages; any other error ends it (the
         runtime's supervisor logs, counts and restarts it). Not ready while not running."""
-        backoff = Backoff(first_s=0.1, max_s=self.max_backoff_s)
         try:
             while not self._stopping:
                 try:
                     await self._sync()
-                    backoff.reset()
+                    self._outage.ok()
                     while not self._stopping:
                         await self._step()
                 except REDIS_UNAVAILABLE as exc:
                     reraise_if_cancelling(exc)
                     self.synced.clear()
-                    delay = backoff.next()
-                    log.warning("log reader: %s; retrying in %.2fs", exc, delay)
-                    await asyncio.sleep(delay)
+                    await asyncio.sleep(self._outage.failed(exc))
         finally:
             self.synced.clear()
             if self._conn is not None:  # not given back to the pool: closed here
@@ -365,7 +362,7 @@ class LogReader:
             raise
         if reply:  # raw: {stream: entries} (RESP3) or [[stream, entries]] (RESP2)
             entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
-            reply = [(None, [(eid, _fields(flat)) for eid, flat in entries])]
+            reply = [(None, [(eid, entry_fields(flat)) for eid, flat in entries])]
         return reply, raw_epoch, raw_head
 
     async def _check_recent(self) -> None:
@@ -399,9 +396,3 @@ class LogReader:
             if seq >= oldest and now.get(seq) != digest:
                 return seq
         return None
-
-
-def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
-    """A stream entry's flat ``[field, value, ...]`` as a dict."""
-    it = iter(flat)
-    return dict(zip(it, it, strict=False))

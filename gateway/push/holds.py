@@ -19,7 +19,7 @@ from relaybus.gateway.context import GatewayContext
 from relaybus.gateway.push import policy
 from relaybus.gateway.push.audience import Audience, audience
 from relaybus.gateway.push.store import PushStore, Subscription
-from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
+from relaybus.shared.aio import Backoff, Outage, now_ms, reraise_if_cancelling
 from relaybus.shared.store.session_row import Field
 from relaybus.shared.wire import approvals as ap
 
@@ -47,6 +47,9 @@ class PushHolds:
         #: sid -> monotonic time of its last stamp
         self._held: dict[str, float] = {}
         self._running = False
+        self._outage = Outage(
+            log, "Redis (push holds)", Backoff(first_s=0.5, max_s=self._ttl_s / 3)
+        )
 
     def healthy(self) -> bool:
         """:meth:`run` is running (not crashed, not waiting to be restarted)."""
@@ -59,18 +62,16 @@ class PushHolds:
     async def run(self) -> None:
         """Renew the stamps until cancelled, riding out Redis outages with backoff; any other
         error ends it (the runtime's supervisor logs, counts and restarts it)."""
-        backoff = Backoff(first_s=0.5, max_s=self._ttl_s / 3)
         self._running = True
         try:
             while True:
                 try:
                     await self.hold_pass()
-                    backoff.reset()
+                    self._outage.ok()
                     delay = self._ttl_s / 3
                 except (RedisError, OSError) as exc:
                     reraise_if_cancelling(exc)
-                    delay = backoff.next()
-                    log.warning("push: holds not refreshed: %s; retrying in %.1fs", exc, delay)
+                    delay = self._outage.failed(exc)
                 await asyncio.sleep(delay)
         finally:
             self._running = False

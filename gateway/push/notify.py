@@ -31,7 +31,7 @@ from relaybus.gateway.push.metrics import PushMetrics
 from relaybus.gateway.push.policy import Notice, Session
 from relaybus.gateway.push.senders import AppriseSender, WebPushSender
 from relaybus.gateway.push.store import DEFAULT_EVENTS, PushStore, Subscription
-from relaybus.shared.aio import Backoff, now_ms, reraise_if_cancelling
+from relaybus.shared.aio import Backoff, Outage, now_ms, reraise_if_cancelling
 from relaybus.shared.store.command_streams import ensure_group
 from relaybus.shared.store.session_row import SessionRow
 from relaybus.shared.wire import frames
@@ -88,6 +88,7 @@ class PushNotifier:
         self._last_takeover = 0.0
         self._wake = asyncio.Event()
         self._running = False
+        self._outage = Outage(log, "Redis (push notifier)", Backoff(first_s=0.5, max_s=10.0))
 
     def healthy(self) -> bool:
         """:meth:`run` is running (not crashed, not waiting to be restarted)."""
@@ -98,26 +99,23 @@ class PushNotifier:
     async def run(self) -> None:
         """Read the group until cancelled, riding out Redis outages with backoff; any other
         error ends it (the runtime's supervisor logs, counts and restarts it)."""
-        backoff = Backoff(first_s=0.5, max_s=10.0)
         self._running = True
         try:
             while True:
                 try:
                     await self._step()
-                    backoff.reset()
+                    self._outage.ok()
                 except ResponseError as exc:
                     reraise_if_cancelling(exc)
                     if "NOGROUP" in str(exc):
                         self._grouped = False  # the log was deleted (data loss): make it again
                         continue
-                    delay = backoff.next()
+                    delay = self._outage.backoff.next()
                     log.error("push: Redis refused a command: %s; retrying in %.1fs", exc, delay)
                     await asyncio.sleep(delay)
                 except (RedisError, OSError) as exc:
                     reraise_if_cancelling(exc)
-                    delay = backoff.next()
-                    log.warning("push: Redis unavailable: %s; retrying in %.1fs", exc, delay)
-                    await asyncio.sleep(delay)
+                    await asyncio.sleep(self._outage.failed(exc))
         finally:
             self._running = False
 

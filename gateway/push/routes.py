@@ -13,8 +13,8 @@
   carries decides its one request, once, until the request expires. It is the only
   credential there: a leaked notification payload can do nothing else. The decision is the
   subscription's (``decidedBy``: its member and device, and an audit entry, as from the
-  WebSocket); a revoked token or a session outside its scope is answered like an expired
-  capability.
+  WebSocket) and marks its member's token used from that device, as storing it does; a
+  revoked token or a session outside its scope is answered like an expired capability.
 
 Each gateway limits the subscription routes per token and ``/push/decide`` per client address
 (``RELAYBUS_PUSH_RATE_LIMIT_PER_MIN``; 429 with ``Retry-After``); bodies over
@@ -198,6 +198,9 @@ def router(push: PushService) -> APIRouter:
         if target is None or sub is None or not await _reaches(sub, *place):
             push.metrics.decisions.labels("expired").inc()
             return _error(410, "expired", "this notification's request is over or was answered")
+        if sub.token_id:  # `relaybus token list`: deciding from a notification uses the token
+            device = sub.device or device_label(request.headers.get("user-agent"))
+            await members.mark_seen(push.ctx.client, push.ctx.keys, sub.token_id, device)
         # As a decision from the WebSocket: checked, recorded, then delivered.
         await push.members.trail.append(
             "approve" if decision == ap.ALLOW else "deny",

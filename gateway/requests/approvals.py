@@ -33,7 +33,7 @@ from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.protocol import ProtocolError
 from relaybus.gateway.requests.command_link import CommandLink
-from relaybus.shared.aio import now_ms
+from relaybus.shared.aio import Backoff, Outage, now_ms, reraise_if_cancelling
 from relaybus.shared.store.connection import REDIS_UNAVAILABLE
 from relaybus.shared.wire.approvals import (
     ALLOW,
@@ -65,6 +65,7 @@ class GatewayApprovals:
         self._dirty: set[str] = set()
         self._next: asyncio.Future[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._outage = Outage(log, "Redis (watcher counts)", Backoff(CHECK_S, CHECK_S))
 
     # --- watcher counts -----------------------------------------------------------------
 
@@ -144,9 +145,12 @@ class GatewayApprovals:
         while True:
             try:
                 await self._pass()
+                self._outage.ok()
+                delay = CHECK_S
             except RedisError as exc:
-                log.warning("watcher counts not refreshed: %s", exc)
-            await asyncio.sleep(CHECK_S)
+                reraise_if_cancelling(exc)
+                delay = self._outage.failed(exc)
+            await asyncio.sleep(delay)
 
     async def aclose(self) -> None:
         """Withdraw this gateway's counts (after :meth:`run` was stopped)."""

@@ -33,6 +33,12 @@ def pack(*args: bytes) -> bytes:
     return b"".join(parts)
 
 
+def entry_fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A stream entry's fields as a raw reply has them, ``[field, value, ...]``, as a dict."""
+    it = iter(flat)
+    return dict(zip(it, it, strict=False))
+
+
 class HeldConnection:
     """One connection of ``pool`` held for good; one request in flight at a time."""
 

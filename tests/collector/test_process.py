@@ -131,10 +131,12 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(
 def test_redis_outage_then_catch_up(
     private_server: Any, namespace: str, keys: Keys, claude_dir: Path
 ) -> None:
-    """With Redis down the collector keeps running; restarted on the same port, all lines arrive once."""
+    """With Redis down the collector keeps running; restarted on the same port, all lines arrive
+    once. Each loop logs the outage once: a warning when it starts, its retries at DEBUG, an
+    info line with its length when it ends."""
     srv: RedisServer = private_server(appendonly=True)
     path = transcript(claude_dir, "out")
-    with collector_on(srv, namespace, claude_dir) as (client, proc):
+    with collector_on(srv, namespace, claude_dir, RELAYBUS_LOG_LEVEL="DEBUG") as (client, proc):
         proc.start()
         append(path, user_line("out", "line-0"))
         poll(lambda: user_texts(client, keys, "out"))
@@ -143,15 +145,21 @@ def test_redis_outage_then_catch_up(
             append(path, user_line("out", f"line-{i}"))
         # the collector meets the outage (reads, fails, backs off) and says so
         poll(lambda: "redis unavailable" in proc.log_path.read_text(), timeout_s=60)
+        retried = ("redis still unavailable", "command stream still unavailable")
+        poll(lambda: all(proc.log_path.read_text().count(r) >= 2 for r in retried), timeout_s=60)
         assert proc.alive()
         srv.start()
-        poll(lambda: "redis is reachable again" in proc.log_path.read_text(), timeout_s=60)
+        ended = ("redis available again after", "command stream available again after")
+        poll(lambda: all(e in proc.log_path.read_text() for e in ended), timeout_s=60)
         poll(lambda: len(user_texts(client, keys, "out")) >= 30, timeout_s=60)
         # caught up: its stored offset is the file's end, so nothing more is coming
         size = path.stat().st_size
         poll(lambda: stored_offset(client, keys, claude_dir, path) == size, timeout_s=60)
         assert user_texts(client, keys, "out") == [f"line-{i}" for i in range(30)]
         assert_log_contiguous(client, keys)
+        text = proc.log_path.read_text()
+        assert text.count("redis unavailable") == text.count("command stream unavailable") == 1
+        assert all(text.count(e) == 1 for e in ended), text
 
 
 def test_flushall_gets_a_new_epoch_and_recent_history(

@@ -209,7 +209,8 @@ async def test_decide_from_a_notification_records_member_and_device(
     push_service: PushServiceStandIn,
 ) -> None:
     """dana approves from her iPhone's notification: the hook proceeds, the audit trail has
-    one approve by dana · iPhone, and the decision record names her."""
+    one approve by dana · iPhone, the decision record names her, and `relaybus token list`
+    shows her token used from the iPhone."""
     m = machine()
     target = m.workdir / "parser.py"
     target.write_text("a = 1\n")
@@ -225,6 +226,7 @@ async def test_decide_from_a_notification_records_member_and_device(
         assert (await p.subscribe("dana", dana)).status_code == 200
         assert (await p.subscribe("erik", erik)).status_code == 200
         assert await admin.hget(keys.session_watchers(sid), "push"), "dana's device holds it"
+        await admin.delete(keys.token_seen(dana_id))  # what subscribing marked: the decide's own
         run = await hooks(
             hook_input(sid, path, str(m.workdir), "Edit", tool_input), env=m.hook_env()
         )
@@ -240,3 +242,5 @@ async def test_decide_from_a_notification_records_member_and_device(
         assert entry["host"] == "testhost"
         record = await admin.get(keys.approval(r.json()["requestKey"]))
         assert record is not None and b'"decidedBy"' in record and b'"iPhone"' in record
+        [listed] = [t for t in await members.list_tokens(admin, keys) if t.id == dana_id]
+        assert listed.devices == ("iPhone",) and listed.last_used_ms is not None, listed

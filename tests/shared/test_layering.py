@@ -1,4 +1,5 @@
-"""The layering the tree shows: ``shared`` is the floor, the ``relaybus`` top modules the top.
+"""The layering the tree shows: ``shared`` is the floor, the ``relaybus`` top modules the top;
+no module imports a private name of another.
 
 (``lint-imports`` checks the same and more in scripts/check; this test also sees
 ``importlib`` strings, which no import graph does.)"""
@@ -68,3 +69,26 @@ def test_collector_and_gateway_do_not_import_each_other_or_the_top() -> None:
             if not path.endswith("__main__.py")
         }  # the shims call relaybus.cli
         assert {path: names for path, names in bad.items() if names} == {}, side
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """``from relaybus.x import _name`` (bench included) ties a caller to what ``x`` may change
+    freely: a name used elsewhere is public where it lives."""
+    paths = [
+        path
+        for part in ("shared", "collector", "gateway", "bench")
+        for path in (REPO / part).rglob("*.py")
+    ]
+    paths += (REPO / "relaybus").glob("*.py")  # the top modules; the rest are links
+    bad = []
+    for path in sorted(paths):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level > 0 or (node.module or "").split(".")[0] == "relaybus"
+            ):
+                bad += [
+                    f"{path.relative_to(REPO)}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert bad == []

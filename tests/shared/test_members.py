@@ -180,3 +180,27 @@ async def test_collector_heartbeat_registers_its_owner(server: RedisServer, name
         stop.set()
         await task
         await client.aclose()
+
+
+async def test_a_collector_without_owner_takes_its_machine_from_the_former_owner(
+    server: RedisServer, namespace: str
+) -> None:
+    """The collector is the authority on its machine's owner: restarted without
+    RELAYBUS_OWNER, its machine leaves {ns}:owners (other machines' entries stay), so
+    `relaybus token add dana` no longer scopes dana to it."""
+    keys = Keys(namespace)
+    settings = make_settings(server.url, namespace, owner="", host_id="laptop")
+    client, stop = connect(settings), asyncio.Event()
+
+    async def only_server() -> list[str] | None:
+        hosts = await members.owned_hosts(client, keys, "dana")
+        return hosts if hosts == ["server"] else None
+
+    await client.hset(keys.owners, mapping={"laptop": "dana", "server": "dana"})
+    task = asyncio.create_task(beat(client, settings, stop))
+    try:
+        assert await wait_for(only_server, what="laptop gone from dana's machines")
+    finally:
+        stop.set()
+        await task
+        await client.aclose()
