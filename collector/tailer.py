@@ -138,13 +138,24 @@ def probe(path: Path) -> Probe | None:
 
 
 class FileTail:
-    """The read cursor of one file: its identity and the committed offset."""
+    """The read cursor of one file: its identity and the committed offset.
 
-    def __init__(self, path: Path, identity: Identity, offset: int) -> None:
+    ``hold``: :meth:`read` keeps the file open between reads (one ``fstat`` and ``pread``
+    per read instead of ``open``, ``fstat``, ``pread`` and ``close``) until :meth:`close`;
+    the descriptor is used only while its inode is the cursor's :attr:`identity` (a
+    :meth:`reset` to another inode closes it), and :meth:`check` still looks at the path,
+    so truncation, replacement and deletion are seen as before.
+    """
+
+    def __init__(self, path: Path, identity: Identity, offset: int, *, hold: bool = False) -> None:
         self.path = path
         self.identity = identity
         self.offset = offset
         self.size = offset
+        self.hold = hold
+        #: The descriptor held open (``hold``) and the inode it is: never another's.
+        self._fd: int | None = None
+        self._fd_identity: Identity | None = None
         # An oversize line being skipped: (its start offset, bytes scanned so far without \n).
         self._skip: tuple[int, int] | None = None
         #: The end of what was published (set by the caller once Redis accepted it).
@@ -202,6 +213,8 @@ class FileTail:
 
     def reset(self, identity: Identity, offset: int = 0) -> None:
         """Start over (truncation or a new inode at the same path)."""
+        if identity != self._fd_identity:
+            self.close()  # the old inode's: never read again
         self.identity = identity
         self.offset = offset
         self._skip = None
@@ -234,14 +247,13 @@ class FileTail:
         read of :data:`CHUNK_BYTES`.
         """
         lines: list[Line] = []
-        try:
-            fd, st = open_fd(self.path)
-        except OSError:  # gone, or swapped for a FIFO/symlink: the next check() sees it
+        opened = self._open()
+        if (
+            opened is None
+        ):  # gone, replaced, or swapped for a FIFO/symlink: the next check() sees it
             return lines
+        fd, size = opened
         try:
-            if Identity.of(st) != self.identity:
-                return lines  # replaced between check() and open(): the next check sees it
-            size = st.st_size
             base = self.offset
             buf = b""
             i = 0
@@ -279,8 +291,37 @@ class FileTail:
                 buf = buf[i:] + data if i < len(buf) else data
                 i = 0
         finally:
-            os.close(fd)
+            if not self.hold:
+                self.close()
         return lines
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def _open(self) -> tuple[int, int] | None:
+        """The descriptor of this cursor's inode and its size: the held one, or the path
+        opened now (``None`` when the path is gone, not a regular file, or another inode)."""
+        if self._fd is not None:
+            if self._fd_identity == self.identity:
+                return self._fd, os.fstat(self._fd).st_size
+            self.close()
+        try:
+            fd, st = open_fd(self.path)
+        except OSError:
+            return None
+        ident = Identity.of(st)
+        if ident != self.identity:
+            os.close(fd)
+            return None
+        self._fd, self._fd_identity = fd, ident
+        return fd, st.st_size
+
+    def close(self) -> None:
+        """Close the held descriptor (the next :meth:`read` opens the path again)."""
+        fd, self._fd, self._fd_identity = self._fd, None, None
+        if fd is not None:
+            os.close(fd)
 
     def _skip_through(self, fd: int, start: int, scanned: int) -> Line | None:
         """Scan an oversize line for its newline without keeping its bytes."""
