@@ -274,6 +274,8 @@ class FileSync:
         more = False
         try:
             while True:
+                if sent and not tail.has_unread:
+                    break  # caught up with the size read: what is appended since wakes us again
                 pr = tail.check()
                 if pr.status is not Status.SAME:
                     if pending is not None:
