@@ -126,6 +126,9 @@ class Probe:
     mtime: float = 0.0
 
 
+_MISSING = Probe(Status.MISSING)
+
+
 def probe(path: Path) -> Probe | None:
     """Stat a path: ``None`` when it does not exist or is not a regular file (a symlink is not)."""
     try:
@@ -165,15 +168,19 @@ class FileTail:
 
     def check(self) -> Probe:
         """Compare the file on disk with the cursor (the caller decides what to do)."""
-        p = probe(self.path)
-        if p is None:
-            return Probe(Status.MISSING)
-        self.size = p.size
-        if p.identity != self.identity:
-            return Probe(Status.REPLACED, p.size, p.identity, p.mtime)
-        if p.size < self.offset:
-            return Probe(Status.TRUNCATED, p.size, p.identity, p.mtime)
-        return p
+        try:
+            st = os.lstat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return _MISSING
+        if not stat.S_ISREG(st.st_mode):
+            return _MISSING
+        size = self.size = st.st_size
+        ident = self.identity
+        if st.st_ino != ident.ino or st.st_dev != ident.dev:
+            return Probe(Status.REPLACED, size, Identity.of(st), st.st_mtime)
+        if size < self.offset:
+            return Probe(Status.TRUNCATED, size, ident, st.st_mtime)
+        return Probe(Status.SAME, size, ident, st.st_mtime)
 
     def read_tip(self, end: int) -> Tip | None:
         """The tip of this file's bytes before ``end`` (``None``: gone, replaced, or short)."""
@@ -303,18 +310,17 @@ class FileTail:
         """The descriptor of this cursor's inode and its size: the held one, or the path
         opened now (``None`` when the path is gone, not a regular file, or another inode)."""
         if self._fd is not None:
-            if self._fd_identity == self.identity:
+            if self._fd_identity is self.identity or self._fd_identity == self.identity:
                 return self._fd, os.fstat(self._fd).st_size
             self.close()
         try:
             fd, st = open_fd(self.path)
         except OSError:
             return None
-        ident = Identity.of(st)
-        if ident != self.identity:
+        if Identity.of(st) != self.identity:
             os.close(fd)
             return None
-        self._fd, self._fd_identity = fd, ident
+        self._fd, self._fd_identity = fd, self.identity
         return fd, st.st_size
 
     def close(self) -> None:
