@@ -95,6 +95,11 @@ class Tip:
     @classmethod
     def of_lines(cls, lines: list[Line]) -> Tip | None:
         """The tip of a batch's lines, from memory (``None`` when its last line is oversize)."""
+        last = lines[-1]
+        if last.raw is None:
+            return None
+        if len(lines) == 1 or last.size >= TIP_BYTES:  # the common case: the last line alone
+            return cls.of(last.raw + b"\n", last.end)
         parts: list[bytes] = []
         size = 0
         for line in reversed(lines):
