@@ -26,9 +26,6 @@ class OpenFiles:
         self.idle_s = idle_s
         self._last: dict[FileTail, float] = {}
 
-    def __len__(self) -> int:
-        return len(self._last)
-
     def read(self, tail: FileTail, now: float) -> None:
         """``tail`` was just read at ``now`` (monotonic s): keep it, close the oldest beyond the cap."""
         if not tail.is_open:
