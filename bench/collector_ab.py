@@ -13,7 +13,7 @@ two measures with a real ``python -m relaybus.collector`` on a private Redis:
 
 ``--uvloop`` adds the working tree on uvloop (installed by a ``sitecustomize`` on
 ``PYTHONPATH``) as a third variant. Medians over rounds go to
-``bench/results/collector_ab.json``. Usage: ``python bench/collector_ab.py [--rounds 3]``.
+``bench/results/collector_ab.json`` (``--out``). Usage: ``python bench/collector_ab.py [--rounds 3]``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=20_000)
     ap.add_argument("--latency-s", type=float, default=5.0)
     ap.add_argument("--uvloop", action="store_true")
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     kinds = server_binaries()
     kind = "redis" if "redis" in kinds else "valkey"
@@ -111,8 +112,8 @@ def main() -> None:
         "rounds": {name: [_row(r) for r in runs] for name, runs in results.items()},
         "note": "variants interleaved round by round on a shared 2-core box; load_1m per run",
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(json.dumps(summary, indent=2))
 
 

@@ -4,7 +4,9 @@ One client per system, ``--lines`` timed lines at 100/s. A monitor process-local
 ``XREAD BLOCK`` on each system's stream stamps the moment an entry is in Redis, so each
 line's latency splits into write -> in Redis (tailer, projection, append) and in Redis ->
 client (reader, fan-out, WebSocket write). Also counts the Redis commands per line
-(``--monitor``: it slows Redis down). Prints one JSON object. Usage: ``python bench/hops.py [--lines 300]``.
+(``--monitor``: it slows Redis down). ``--base main`` adds a relaybus whose collector runs
+that ref's code, interleaved with this tree's. Prints one JSON object per trace. Usage:
+``python bench/hops.py [--lines 300] [--base main]``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import redis.asyncio as aioredis
 from rig.clients import parse
 from rig.stacks import CWorker, Stack, floor_stack, lean_stack, relaybus_stack, write_lines
 from rig.stats import pct
+from rig.trees import export
 
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import Entries
@@ -103,7 +106,9 @@ async def trace(st: Stack, url: str, key_of: Any, lines: int, monitor: bool) -> 
     }
 
 
-async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, Any]]:
+async def main_async(
+    lines: int, rounds: int, monitor: bool, base: str | None = None
+) -> list[dict[str, Any]]:
     import tempfile
 
     binaries = server_binaries()
@@ -114,19 +119,41 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
         srv = RedisServer(kind, binaries[kind], tmp / "srv")
         srv.start()
         stacks: list[Stack] = []
+        probe = aioredis.Redis.from_url(srv.url)
+        namespaces: list[str] = []
+
+        async def new_namespace() -> str:
+            """The namespace of the relaybus stack just started (its epoch key appears)."""
+            for _ in range(500):
+                for k in cast(list[bytes], await probe.keys("*:epoch")):
+                    ns = k.decode().rsplit(":", 1)[0].strip("{}")
+                    if ns not in namespaces:
+                        namespaces.append(ns)
+                        return ns
+                await asyncio.sleep(0.02)
+            raise RuntimeError("no new relaybus namespace")
+
+        def relaybus_key(ns: str) -> Callable[[], Awaitable[str]]:
+            async def key() -> str:
+                return Keys(ns).log
+
+            return key
+
+        keys: list[Callable[[], Awaitable[str]]] = []
         try:
             stacks.append(await relaybus_stack(srv, tmp))
+            keys.append(relaybus_key(await new_namespace()))
+            if base is not None:
+                tree = tmp / "base-tree"
+                commit = export(base, tree)
+                stacks.append(
+                    await relaybus_stack(
+                        srv, tmp, name=f"relaybus@{commit}", collector_env={"PYTHONPATH": str(tree)}
+                    )
+                )
+                keys.append(relaybus_key(await new_namespace()))
             stacks.append(await floor_stack(srv, tmp))
             stacks.append(await lean_stack(srv, tmp))
-            probe = aioredis.Redis.from_url(srv.url)
-
-            async def relaybus_key() -> str:
-                ns = (
-                    next(k.decode() for k in cast(list[bytes], await probe.keys("*:epoch")))
-                    .rsplit(":", 1)[0]
-                    .strip("{}")
-                )
-                return Keys(ns).log
 
             def stream_key(name: str) -> Callable[[], Awaitable[str]]:
                 async def key() -> str:  # a floor's stream exists once a line went through
@@ -137,13 +164,13 @@ async def main_async(lines: int, rounds: int, monitor: bool) -> list[dict[str, A
 
                 return key
 
-            keys = [relaybus_key, stream_key("floor"), stream_key("lean")]
+            keys += [stream_key("floor"), stream_key("lean")]
             for _ in range(rounds):
                 for st, key_of in zip(stacks, keys, strict=True):
                     rows.append(await trace(st, srv.url, key_of, lines, monitor))
                     print(json.dumps(rows[-1]), flush=True)
-            await probe.aclose()
         finally:
+            await probe.aclose()
             for st in stacks:
                 await st.stop()
             srv.stop()
@@ -155,8 +182,11 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=300)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--monitor", action="store_true", help="also count Redis commands per line")
+    p.add_argument(
+        "--base", help="also a relaybus whose collector is this git ref's (e.g. main), interleaved"
+    )
     args = p.parse_args()
-    asyncio.run(main_async(args.lines, args.rounds, args.monitor))
+    asyncio.run(main_async(args.lines, args.rounds, args.monitor, args.base))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ MAX_AGENT_PARENTS = 256
 COMPACTION_AGENT_PREFIX = "acompact"
 
 
+_NO_KEPT: collections.deque[OutEvent] = collections.deque(maxlen=0)
+
+
 def _shows_content(event: dict[str, Any] | None) -> bool:
     """Whether an event is something to read: a block other than a /goal status, or a line
     too big or malformed to project (its stand-in). Title records alone are not."""
@@ -81,7 +84,10 @@ class BatchPlan:
         #: what clients were last told (session_started, or before this batch)
         self._announced = _facts(state) if state.live else None
         self.events: list[OutEvent] = []
-        self._kept: collections.deque[OutEvent] = collections.deque(maxlen=max(keep_events, 0))
+        #: collapse: the last ``keep_events`` line events (made only then)
+        self._kept: collections.deque[OutEvent] = (
+            collections.deque(maxlen=max(keep_events, 0)) if collapse else _NO_KEPT
+        )
         self.hash: dict[str, str] = {}
         self.activity_ms: int | None = None
         self.published = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -137,7 +138,7 @@ class Engine:
 
     def reset(self) -> None:
         """Forget everything: Redis lost its data; the next :meth:`start` backfills again."""
-        self.files.clear()
+        self.filesync.clear()
         self.live_pids.clear()
         self.closing.clear()
         self.sessions.clear()
@@ -259,7 +260,8 @@ class Engine:
             observer.live_status(sid, status)
 
     async def tick(self) -> None:
-        """Timers: the turn backstop, and idle sessions without a live process."""
+        """Timers: the turn backstop, idle sessions without a live process, idle open files."""
+        self.filesync.open_files.close_idle(time.monotonic())
         now = now_ms()
         for cached in self.sessions.states():
             sid = cached.sid

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from relaybus.collector import backfill, backfill_read, history
 from relaybus.collector.batch_plan import BatchPlan
+from relaybus.collector.open_files import OpenFiles
 from relaybus.collector.paths import TranscriptPath, classify
 from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher
@@ -84,6 +85,8 @@ class FileSync:
         self.owner = owner
         self.root = root
         self.files: dict[str, FileEntry] = {}
+        #: The tracked files kept open between reads (bounded; closed when idle).
+        self.open_files = OpenFiles()
         #: Files set aside after a failure of their own, by key: (the stat they failed
         #: with, when): tried again when the file changes or after :data:`RETRY_S`.
         self.failed: dict[str, tuple[tuple[int, int, int, float] | None, float]] = {}
@@ -126,7 +129,7 @@ class FileSync:
             if bus_error(exc):
                 raise
             self.failed[tp.key] = (stamp(path), time.monotonic())
-            self.files.pop(tp.key, None)
+            self._untrack(tp.key)
             self.metrics.file_errors.inc()
             log.warning("file %s: set aside until it changes: %r", tp.key, exc, exc_info=exc)
             return False
@@ -140,7 +143,7 @@ class FileSync:
             self.failed[tp.key] = (stamp(path), time.monotonic())
             return None
         committed = await self.pub.committed(tp.key)
-        entry = FileEntry(tp, FileTail(path, p.identity, 0), committed, tp.session_id)
+        entry = FileEntry(tp, FileTail(path, p.identity, 0, hold=True), committed, tp.session_id)
         if entry.sid is None:
             entry.sid = self._resolve_sid(entry)
         parsed = backfill.parse_offset(committed)
@@ -271,6 +274,8 @@ class FileSync:
         more = False
         try:
             while True:
+                if sent and not tail.has_unread:
+                    break  # caught up with the size read: what is appended since wakes us again
                 pr = tail.check()
                 if pr.status is not Status.SAME:
                     if pending is not None:
@@ -295,6 +300,7 @@ class FileSync:
                     max_bytes=BATCH_MAX_BYTES,
                     max_line_bytes=self.settings.max_line_bytes,
                 )
+                self.open_files.read(tail, time.monotonic())
                 if not lines:
                     break
                 if entry.history_pending and pending is None:
@@ -324,7 +330,7 @@ class FileSync:
         key = entry.tp.key
         if status is Status.MISSING or pr.identity is None:
             log.info("file %s: gone", key)
-            self.files.pop(key, None)
+            self._untrack(key)
             return False
         entry.acked.clear()  # offsets of the old content: no longer comparable
         if status is Status.REPLACED and entry.tail.continued_by(pr.identity):
@@ -346,6 +352,16 @@ class FileSync:
         entry.tail.reset(pr.identity, 0)
         entry.tail.restarted = why if published else None
         return True
+
+    def _untrack(self, key: str) -> None:
+        entry = self.files.pop(key, None)
+        if entry is not None:
+            self.open_files.close(entry.tail)
+
+    def clear(self) -> None:
+        """Forget every file (their descriptors closed)."""
+        self.open_files.close_all()
+        self.files.clear()
 
     async def _rebind(self, entry: FileEntry) -> bool:
         """Commit the continued offset under the replacing file's identity (so a restarted

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-
 from relaybus.collector.batch_plan import BatchPlan
 from relaybus.collector.metrics import CollectorMetrics
 from relaybus.collector.session_state import SessionState
@@ -33,19 +31,20 @@ class Projector:
         out: list[Projected] = []
         encoded: list[OutEvent | None] = []
         nbytes = malformed = 0
-        dropped: collections.Counter[str] = collections.Counter()
+        dropped: dict[str, int] = {}
         for line in lines:
             nbytes += line.size + 1
             p = self.project_one(line)
             if p.malformed:
                 malformed += 1
             if not p.publish:
-                dropped[p.drop_reason or "unpublished"] += 1
+                reason = p.drop_reason or "unpublished"
+                dropped[reason] = dropped.get(reason, 0) + 1
             out.append(p)
             if plan is not None:
                 ev = plan.encode(p)
                 if ev is None and p.publish:
-                    dropped["warmup"] += 1  # the rest of a warm-up sub-agent
+                    dropped["warmup"] = dropped.get("warmup", 0) + 1  # the rest of a warm-up agent
                 encoded.append(ev)
         for reason, n in dropped.items():
             m.dropped(reason, n)

@@ -95,6 +95,11 @@ class Tip:
     @classmethod
     def of_lines(cls, lines: list[Line]) -> Tip | None:
         """The tip of a batch's lines, from memory (``None`` when its last line is oversize)."""
+        last = lines[-1]
+        if last.raw is None:
+            return None
+        if len(lines) == 1 or last.size >= TIP_BYTES:  # the common case: the last line alone
+            return cls.of(last.raw + b"\n", last.end)
         parts: list[bytes] = []
         size = 0
         for line in reversed(lines):
@@ -126,6 +131,9 @@ class Probe:
     mtime: float = 0.0
 
 
+_MISSING = Probe(Status.MISSING)
+
+
 def probe(path: Path) -> Probe | None:
     """Stat a path: ``None`` when it does not exist or is not a regular file (a symlink is not)."""
     try:
@@ -138,13 +146,24 @@ def probe(path: Path) -> Probe | None:
 
 
 class FileTail:
-    """The read cursor of one file: its identity and the committed offset."""
+    """The read cursor of one file: its identity and the committed offset.
 
-    def __init__(self, path: Path, identity: Identity, offset: int) -> None:
+    ``hold``: :meth:`read` keeps the file open between reads (one ``fstat`` and ``pread``
+    per read instead of ``open``, ``fstat``, ``pread`` and ``close``) until :meth:`close`;
+    the descriptor is used only while its inode is the cursor's :attr:`identity` (a
+    :meth:`reset` to another inode closes it), and :meth:`check` still looks at the path,
+    so truncation, replacement and deletion are seen as before.
+    """
+
+    def __init__(self, path: Path, identity: Identity, offset: int, *, hold: bool = False) -> None:
         self.path = path
         self.identity = identity
         self.offset = offset
         self.size = offset
+        self.hold = hold
+        #: The descriptor held open (``hold``) and the inode it is: never another's.
+        self._fd: int | None = None
+        self._fd_identity: Identity | None = None
         # An oversize line being skipped: (its start offset, bytes scanned so far without \n).
         self._skip: tuple[int, int] | None = None
         #: The end of what was published (set by the caller once Redis accepted it).
@@ -154,15 +173,19 @@ class FileTail:
 
     def check(self) -> Probe:
         """Compare the file on disk with the cursor (the caller decides what to do)."""
-        p = probe(self.path)
-        if p is None:
-            return Probe(Status.MISSING)
-        self.size = p.size
-        if p.identity != self.identity:
-            return Probe(Status.REPLACED, p.size, p.identity, p.mtime)
-        if p.size < self.offset:
-            return Probe(Status.TRUNCATED, p.size, p.identity, p.mtime)
-        return p
+        try:
+            st = os.lstat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return _MISSING
+        if not stat.S_ISREG(st.st_mode):
+            return _MISSING
+        size = self.size = st.st_size
+        ident = self.identity
+        if st.st_ino != ident.ino or st.st_dev != ident.dev:
+            return Probe(Status.REPLACED, size, Identity.of(st), st.st_mtime)
+        if size < self.offset:
+            return Probe(Status.TRUNCATED, size, ident, st.st_mtime)
+        return Probe(Status.SAME, size, ident, st.st_mtime)
 
     def read_tip(self, end: int) -> Tip | None:
         """The tip of this file's bytes before ``end`` (``None``: gone, replaced, or short)."""
@@ -202,6 +225,8 @@ class FileTail:
 
     def reset(self, identity: Identity, offset: int = 0) -> None:
         """Start over (truncation or a new inode at the same path)."""
+        if identity != self._fd_identity:
+            self.close()  # the old inode's: never read again
         self.identity = identity
         self.offset = offset
         self._skip = None
@@ -234,14 +259,13 @@ class FileTail:
         read of :data:`CHUNK_BYTES`.
         """
         lines: list[Line] = []
-        try:
-            fd, st = open_fd(self.path)
-        except OSError:  # gone, or swapped for a FIFO/symlink: the next check() sees it
+        opened = self._open()
+        if (
+            opened is None
+        ):  # gone, replaced, or swapped for a FIFO/symlink: the next check() sees it
             return lines
+        fd, size = opened
         try:
-            if Identity.of(st) != self.identity:
-                return lines  # replaced between check() and open(): the next check sees it
-            size = st.st_size
             base = self.offset
             buf = b""
             i = 0
@@ -279,8 +303,36 @@ class FileTail:
                 buf = buf[i:] + data if i < len(buf) else data
                 i = 0
         finally:
-            os.close(fd)
+            if not self.hold:
+                self.close()
         return lines
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def _open(self) -> tuple[int, int] | None:
+        """The descriptor of this cursor's inode and its size: the held one, or the path
+        opened now (``None`` when the path is gone, not a regular file, or another inode)."""
+        if self._fd is not None:
+            if self._fd_identity is self.identity or self._fd_identity == self.identity:
+                return self._fd, os.fstat(self._fd).st_size
+            self.close()
+        try:
+            fd, st = open_fd(self.path)
+        except OSError:
+            return None
+        if Identity.of(st) != self.identity:
+            os.close(fd)
+            return None
+        self._fd, self._fd_identity = fd, self.identity
+        return fd, st.st_size
+
+    def close(self) -> None:
+        """Close the held descriptor (the next :meth:`read` opens the path again)."""
+        fd, self._fd, self._fd_identity = self._fd, None, None
+        if fd is not None:
+            os.close(fd)
 
     def _skip_through(self, fd: int, start: int, scanned: int) -> Line | None:
         """Scan an oversize line for its newline without keeping its bytes."""

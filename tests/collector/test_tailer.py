@@ -5,7 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from relaybus.collector.tailer import CHUNK_BYTES, FileTail, Identity, Status, probe
+from relaybus.collector.tailer import (
+    CHUNK_BYTES,
+    TIP_BYTES,
+    FileTail,
+    Identity,
+    Line,
+    Status,
+    Tip,
+    probe,
+)
 
 LIMITS = {"max_lines": 100, "max_bytes": 1 << 20, "max_line_bytes": 4096}
 
@@ -154,3 +163,15 @@ def test_non_utf8_and_malformed_bytes_are_returned_as_lines(tmp_path: Path) -> N
     f = tmp_path / "a.jsonl"
     write(f, b"\xff\xfe\x00bad\n{not json\n")
     assert read_all(tail_of(f)) == [b"\xff\xfe\x00bad", b"{not json"]
+
+
+def test_tip_of_lines_is_the_digest_of_the_published_bytes_before_the_end() -> None:
+    """One line, a last line above the tip size, or several lines: the same digest as the
+    bytes themselves; ``None`` when the last line is oversize."""
+    one = [Line(b"a" * 10, 10, 111)]
+    assert Tip.of_lines(one) == Tip.of(b"a" * 10 + b"\n", 111)
+    big = [Line(b"x" * 5, 5, 6), Line(b"y" * TIP_BYTES, TIP_BYTES, 6 + TIP_BYTES + 1)]
+    assert Tip.of_lines(big) == Tip.of(b"x" * 5 + b"\n" + b"y" * TIP_BYTES + b"\n", big[-1].end)
+    several = [Line(b"p%d" % i, 2, 3 * (i + 1)) for i in range(3)]
+    assert Tip.of_lines(several) == Tip.of(b"p0\np1\np2\n", 9)
+    assert Tip.of_lines([Line(b"q", 1, 2), Line(None, 99, 102)]) is None
