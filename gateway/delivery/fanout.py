@@ -35,6 +35,7 @@ from relaybus.gateway.delivery.events import Event, from_entry, seq_of
 from relaybus.gateway.delivery.replay import TRIMMED, Gap
 from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
+from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
 from relaybus.shared.aio import Backoff, reraise_if_cancelling
@@ -125,9 +126,17 @@ class Hub:
     def dispatch(self, events: Sequence[Event]) -> None:
         """Offer each event to the connections that may receive it (no awaits), then queue
         each connection's share of the batch as one entry."""
+        items = list(runs(events))
+        if len(items) == 1 and isinstance(items[0], Run):
+            # The live rate's usual batch: one session's run. Nothing else is staged, so
+            # each connection takes it and writes it in one pass.
+            run = items[0]
+            self.position = run.events[-1].seq
+            self._count((c.deliver_run(run) for c in self._audience(run.sid)), events)
+            return
         touched: list[Connection] = []
         try:
-            for item in runs(events):
+            for item in items:
                 if isinstance(item, Run):
                     # One session's events back to back: each connection takes them at once.
                     touched.extend(c for c in self._audience(item.sid) if c.offer_run(item))
@@ -143,22 +152,31 @@ class Hub:
                 self.position = ev.seq
         finally:  # even if the reader crashes here: a staged batch left unflushed would stall
             if touched:
-                self._flush(touched, events)
+                self._count((conn.flush() for conn in touched), events)
 
-    def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
-        """Flush each touched connection; count synchronous writes once per batch."""
+    def _count(self, writes: Iterable[Sequence[Outgoing] | None], events: Iterable[Event]) -> None:
+        """Count the synchronous writes of a batch once (``None``: nothing written now).
+
+        Connections of one kind write the same shared :class:`Burst`: it is counted once
+        with how many wrote it, not per connection."""
         size = 0
         kinds: dict[str, int] = {}
-        for conn in touched:
-            written = conn.flush()
-            if isinstance(written, Burst):
-                size += written.size
-                for kind, n in written.kinds.items():
-                    kinds[kind] = kinds.get(kind, 0) + n
-            elif written is not None:
-                for out in written:
-                    size += out.size
-                    kinds[out.kind] = kinds.get(out.kind, 0) + 1
+        last: Sequence[Outgoing] | None = None
+        times = 0
+        for written in chain(writes, (None,)):
+            if written is last:
+                times += 1
+                continue
+            if last is not None:
+                if isinstance(last, Burst):
+                    size += last.size * times
+                    for kind, n in last.kinds.items():
+                        kinds[kind] = kinds.get(kind, 0) + n * times
+                else:
+                    for out in last:
+                        size += out.size * times
+                        kinds[out.kind] = kinds.get(out.kind, 0) + times
+            last, times = written, 1
         if not kinds:
             return
         m = self.metrics
