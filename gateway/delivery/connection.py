@@ -140,22 +140,6 @@ class Connection:
             run.burst(start, blocks_only=self.state.blocks_only, raw=self.sink.raw_ok)
         )
 
-    def deliver_run(self, run: Run) -> Sequence[Outgoing] | None:
-        """:meth:`offer_run` and :meth:`flush` at once, for a reader batch that is this one
-        run (nothing else is staged): the live state writes the run's shared burst without
-        staging it. Returns what :meth:`flush` returns."""
-        if self.close_code is not None:
-            return None
-        start = self.state.run_start(run)
-        if start is None:  # its session is buffered: event by event
-            self.offer_run(run)
-            return self.flush()
-        if start == len(run.events):
-            return None
-        return self._write_live(
-            run.burst(start, blocks_only=self.state.blocks_only, raw=self.sink.raw_ok)
-        )
-
     def _stage(self, items: Outgoing | Burst) -> bool:
         """Add to the staged frames; ``True`` when they were empty (flush once offered)."""
         staged = self._staged
@@ -178,10 +162,7 @@ class Connection:
         one, self._staged = self._staged, None
         if one is None or self.close_code is not None:
             return None
-        return self._write_live(one if isinstance(one, (list, Burst)) else (one,))
-
-    def _write_live(self, staged: Sequence[Outgoing]) -> Sequence[Outgoing] | None:
-        """:meth:`flush` of ``staged``: written now, queued, or the client cut off."""
+        staged: Sequence[Outgoing] = one if isinstance(one, (list, Burst)) else (one,)
         if self._live_backlog >= self.queue_max or self.queued_bytes >= self.budget_bytes:
             self.metrics.slow_consumers.inc()
             log.info(

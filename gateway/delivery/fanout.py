@@ -126,17 +126,9 @@ class Hub:
     def dispatch(self, events: Sequence[Event]) -> None:
         """Offer each event to the connections that may receive it (no awaits), then queue
         each connection's share of the batch as one entry."""
-        items = list(runs(events))
-        if len(items) == 1 and isinstance(items[0], Run):
-            # The live rate's usual batch: one session's run. Nothing else is staged, so
-            # each connection takes it and writes it in one pass.
-            run = items[0]
-            self.position = run.events[-1].seq
-            self._count((c.deliver_run(run) for c in self._audience(run.sid)), events)
-            return
         touched: list[Connection] = []
         try:
-            for item in items:
+            for item in runs(events):
                 if isinstance(item, Run):
                     # One session's events back to back: each connection takes them at once.
                     touched.extend(c for c in self._audience(item.sid) if c.offer_run(item))
@@ -152,31 +144,27 @@ class Hub:
                 self.position = ev.seq
         finally:  # even if the reader crashes here: a staged batch left unflushed would stall
             if touched:
-                self._count((conn.flush() for conn in touched), events)
+                self._flush(touched, events)
 
-    def _count(self, writes: Iterable[Sequence[Outgoing] | None], events: Iterable[Event]) -> None:
-        """Count the synchronous writes of a batch once (``None``: nothing written now).
+    def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
+        """Flush each touched connection, then count the batch's synchronous writes once.
 
-        Connections of one kind write the same shared :class:`Burst`: it is counted once
-        with how many wrote it, not per connection."""
+        The loop only writes: connections of one kind wrote the same shared :class:`Burst`,
+        counted once with how many wrote it (not per connection between two writes)."""
         size = 0
         kinds: dict[str, int] = {}
         last: Sequence[Outgoing] | None = None
         times = 0
-        for written in chain(writes, (None,)):
+        for conn in touched:
+            written = conn.flush()
             if written is last:
                 times += 1
                 continue
             if last is not None:
-                if isinstance(last, Burst):
-                    size += last.size * times
-                    for kind, n in last.kinds.items():
-                        kinds[kind] = kinds.get(kind, 0) + n * times
-                else:
-                    for out in last:
-                        size += out.size * times
-                        kinds[out.kind] = kinds.get(out.kind, 0) + times
+                size += _tally(last, times, kinds)
             last, times = written, 1
+        if last is not None:
+            size += _tally(last, times, kinds)
         if not kinds:
             return
         m = self.metrics
@@ -417,6 +405,17 @@ class LogReader:
             if seq >= oldest and now.get(seq) != digest:
                 return seq
         return None
+
+
+def _tally(written: Sequence[Outgoing], times: int, kinds: dict[str, int]) -> int:
+    """Add ``times`` writes of ``written`` to ``kinds`` (frames per kind); their bytes."""
+    if isinstance(written, Burst):
+        for kind, n in written.kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + n * times
+        return written.size * times
+    for out in written:
+        kinds[out.kind] = kinds.get(out.kind, 0) + times
+    return sum(out.size for out in written) * times
 
 
 def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
