@@ -19,6 +19,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_split_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process so far, apart: a change to the Python side
+    of a hot path moves the first; the kernel's socket work is the second."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def status_kib(pid: int, field: str) -> int:
     """A KiB figure of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``, ...); 0 if absent."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 
 from relaybus.shared.store.keys import Keys
 from rig import REPO
-from rig.procs import Worker, cpu_s, rss_kib
+from rig.procs import Worker, cpu_s, cpu_split_s, rss_kib
 from rig.stats import summary
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import transcript, user_line
@@ -328,10 +328,11 @@ async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float
         "--max-s",
         str(lines / rate + grace_s),
     ).start(300)
-    cpu0, all0 = cpu_s(st.pid), cpu_of(st)
+    cpu0, all0, split0 = cpu_s(st.pid), cpu_of(st), cpu_split_s(st.pid)
     seconds = await write_lines(path, sid, lines, rate)
     res = await w.result(lines / rate + grace_s + 60)
-    cpu, all1 = cpu_s(st.pid) - cpu0, cpu_of(st)
+    cpu, all1, split1 = cpu_s(st.pid) - cpu0, cpu_of(st), cpu_split_s(st.pid)
+    got = len(res["latencies_ms"])
     return {
         "system": st.name,
         "clients": n,
@@ -339,7 +340,12 @@ async def latency_run(st: Stack, n: int, lines: int, rate: float, grace_s: float
         "server_cpu_s": round(cpu, 2),
         # CPU per delivery (a line received by one client) of each server process, read
         # from /proc: it does not depend on where the clients run.
-        "cpu_us_per_delivery": cpu_us_per_delivery(all0, all1, len(res["latencies_ms"])),
+        "cpu_us_per_delivery": cpu_us_per_delivery(all0, all1, got),
+        # The serving process's share of it in user and in system (kernel) time.
+        "serving_user_system_us": [
+            round((b - a) / got * 1e6, 2) if got else None
+            for a, b in zip(split0, split1, strict=True)
+        ],
         # The client process's own CPU (one Python process for all n clients): when it is
         # several times the server's, the latency measured is mostly the clients' backlog.
         "clients_cpu_s": res.get("cpu_s"),

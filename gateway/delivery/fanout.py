@@ -35,6 +35,7 @@ from relaybus.gateway.delivery.events import Event, from_entry, seq_of
 from relaybus.gateway.delivery.replay import TRIMMED, Gap
 from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
+from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
 from relaybus.shared.aio import Backoff, Outage, reraise_if_cancelling
@@ -146,19 +147,24 @@ class Hub:
                 self._flush(touched, events)
 
     def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
-        """Flush each touched connection; count synchronous writes once per batch."""
+        """Flush each touched connection, then count the batch's synchronous writes once.
+
+        The loop only writes: connections of one kind wrote the same shared :class:`Burst`,
+        counted once with how many wrote it (not per connection between two writes)."""
         size = 0
         kinds: dict[str, int] = {}
+        last: Sequence[Outgoing] | None = None
+        times = 0
         for conn in touched:
             written = conn.flush()
-            if isinstance(written, Burst):
-                size += written.size
-                for kind, n in written.kinds.items():
-                    kinds[kind] = kinds.get(kind, 0) + n
-            elif written is not None:
-                for out in written:
-                    size += out.size
-                    kinds[out.kind] = kinds.get(out.kind, 0) + 1
+            if written is last:
+                times += 1
+                continue
+            if last is not None:
+                size += _tally(last, times, kinds)
+            last, times = written, 1
+        if last is not None:
+            size += _tally(last, times, kinds)
         if not kinds:
             return
         m = self.metrics
@@ -396,3 +402,14 @@ class LogReader:
             if seq >= oldest and now.get(seq) != digest:
                 return seq
         return None
+
+
+def _tally(written: Sequence[Outgoing], times: int, kinds: dict[str, int]) -> int:
+    """Add ``times`` writes of ``written`` to ``kinds`` (frames per kind); their bytes."""
+    if isinstance(written, Burst):
+        for kind, n in written.kinds.items():
+            kinds[kind] = kinds.get(kind, 0) + n * times
+        return written.size * times
+    for out in written:
+        kinds[out.kind] = kinds.get(out.kind, 0) + times
+    return sum(out.size for out in written) * times

@@ -3,9 +3,18 @@ connection exactly once, in order, and is counted per frame."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from relaybus.gateway.delivery.connection import Connection
+from relaybus.gateway.delivery.events import Event
+from relaybus.gateway.delivery.fanout import Hub
 from relaybus.gateway.delivery.replay import Merged
+from relaybus.gateway.frames import Outgoing
+from relaybus.gateway.metrics import GatewayMetrics
+from relaybus.shared.wire import frames as wire_frames
 from tests.support.gateway_client import WsClient
 from tests.support.gateway_publish import Publisher
 from tests.support.gateway_server import RunningGateway
@@ -84,3 +93,59 @@ async def test_run_skips_what_a_connection_already_has(gw: RunningGateway, pub: 
     everything = list(range(appended.first_seq, appended.last_seq + 2))
     got = sorted([seqs(plain.events()), seqs(second.events())], key=len)
     assert got == [everything[10:], everything]
+
+
+class TakeAll:
+    """A sink whose transport takes every write at once; it keeps the bytes written."""
+
+    raw_ok = True
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    async def send_many(self, items: Sequence[Outgoing]) -> None:
+        raise AssertionError("a live write that the transport takes is never queued")
+
+    def abort(self) -> None:
+        raise AssertionError("nothing is cut off here")
+
+    def write_now(self, items: Sequence[Outgoing]) -> bool:
+        self.written.append(b"".join(item.wire or b"" for item in items))
+        return True
+
+
+def test_a_batch_is_counted_once_per_frame_written() -> None:
+    """Connections of two kinds, interleaved, write their shared bursts (one run, then a run
+    of another session and a lone event): frames and bytes counted are exactly those written."""
+    registry = CollectorRegistry()
+    hub = Hub(GatewayMetrics(registry))
+    sinks = []
+    for i in range(6):
+        sink = TakeAll()
+        conn = Connection(
+            sink, cid=f"c{i}", metrics=hub.metrics, queue_max=100, buffer_max=100, position=0
+        )
+        conn.state.global_buffer = None
+        conn.state.welcomed = True
+        conn.state.blocks_only = i % 2 == 1
+        hub.add(conn)
+        sinks.append(sink)
+
+    def event(seq: int, sid: str) -> Event:
+        prefix = wire_frames.session_event(sid, {"type": "user", "blocks": [], "data": {"n": seq}})
+        frame = prefix + b',"seqId":%d}' % seq  # as the append script completes it
+        return Event(seq, sid, wire_frames.SESSION_EVENT, frame, 0)
+
+    hub.dispatch([event(1, "a"), event(2, "a"), event(3, "a")])
+    hub.dispatch([event(4, "a"), event(5, "b"), event(6, "b")])
+
+    def sample(name: str) -> float:
+        value = registry.get_sample_value(name, {"type": wire_frames.SESSION_EVENT})
+        return value if value is not None else registry.get_sample_value(name) or 0.0
+
+    assert all(len(sink.written) == 2 for sink in sinks)
+    assert sample("relaybus_gateway_messages_sent_total") == 6 * 6
+    written = sum(len(chunk) for sink in sinks for chunk in sink.written)
+    assert sample("relaybus_gateway_bytes_sent_total") == written
+    # blocks_only connections wrote fewer bytes: both variants were counted as written
+    assert len(sinks[1].written[0]) < len(sinks[0].written[0])
