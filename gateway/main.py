@@ -42,7 +42,31 @@ class GatewayStartError(RuntimeError):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the caller's ``stop`` event rules."""
+    """uvicorn without its own signal handlers (the caller's ``stop`` event rules) and without
+    its ten wake-ups a second: the main loop refreshes the ``Date`` header once a second, as
+    uvicorn does, and otherwise sleeps until ``should_exit`` is set."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._exit = asyncio.Event()
+        super().__init__(config)
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit.is_set()
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        if value:
+            self._exit.set()
+        else:
+            self._exit.clear()
+
+    async def main_loop(self) -> None:
+        # on_tick(0): uvicorn's tick that refreshes the Date header (every tenth of its own).
+        while not await self.on_tick(0):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._exit.wait()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -123,7 +147,6 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         raise GatewayStartError("gateway failed to start (see log)")
 
 
-#: Container allocations between young-generation collections (CPython's default is 700).
 def run(settings: Settings) -> int:
     """Entry of ``relaybus gateway``: exit 2 for a token configuration it cannot serve,
     1 for a port it cannot bind or settings Redis refuses (one line each). An unreachable
