@@ -4,7 +4,10 @@
 URL (without the token: this page is plain http, readable by anyone on the network) and
 links ``/relaybus-root.crt`` (DER, what iOS and Android install) and ``/relaybus-root.pem``.
 Only a root certificate is served: it is public by nature; its key never leaves the state
-directory. Requests are bounded (8 KB of headers within 10 s); everything else is 404.
+directory. Everything else is 404. Bounded: 8 KB of headers, each connection done (request
+read, response written) within 10 s whether or not its client reads, and at most 32
+connections at once (more are closed at once), so a crowd of idle or never-reading clients
+cannot take the `up` process's descriptors.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from relaybus import qr, tls
 log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 8192
-HEAD_TIMEOUT_S = 10.0
+#: Each connection's whole life: the request read and the response written.
+DEADLINE_S = 10.0
+MAX_CONNECTIONS = 32
 
 
 @dataclass(frozen=True)
@@ -87,38 +92,58 @@ Install a certificate → <b>CA certificate</b> → Install anyway → pick the 
 
 
 async def _handle(
-    page: RootPage, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    page: RootPage, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, deadline_s: float
 ) -> None:
     try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
-        method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
-        target = rest.partition(" ")[0]
-        if method not in ("GET", "HEAD"):
-            status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
-        else:
-            status, ctype, body = page.response(target)
-        writer.write(
-            (
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\nX-Content-Type-Options: nosniff\r\n"
-                "Cache-Control: no-store\r\nConnection: close\r\n\r\n"
-            ).encode()
-            + (b"" if method == "HEAD" else body)
-        )
-        await writer.drain()
+        async with asyncio.timeout(deadline_s):
+            head = await reader.readuntil(b"\r\n\r\n")
+            method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+            target = rest.partition(" ")[0]
+            if method not in ("GET", "HEAD"):
+                status, ctype, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
+            else:
+                status, ctype, body = page.response(target)
+            writer.write(
+                (
+                    f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                    f"Content-Length: {len(body)}\r\nX-Content-Type-Options: nosniff\r\n"
+                    "Cache-Control: no-store\r\nConnection: close\r\n\r\n"
+                ).encode()
+                + (b"" if method == "HEAD" else body)
+            )
+            await writer.drain()
     except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-        pass
+        writer.transport.abort()  # a client that never read: its unsent bytes are dropped
     finally:
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
 
 
-async def serve(page: RootPage, host: str, port: int, stop: asyncio.Event) -> None:
+async def serve(
+    page: RootPage,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    *,
+    max_connections: int = MAX_CONNECTIONS,
+    deadline_s: float = DEADLINE_S,
+) -> None:
     """Serve ``page`` on ``host:port`` until ``stop`` is set."""
-    server = await asyncio.start_server(
-        lambda r, w: _handle(page, r, w), host, port, limit=MAX_HEAD_BYTES
-    )
+    open_now = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_now
+        if open_now >= max_connections:
+            writer.transport.abort()
+            return
+        open_now += 1
+        try:
+            await _handle(page, reader, writer, deadline_s)
+        finally:
+            open_now -= 1
+
+    server = await asyncio.start_server(handle, host, port, limit=MAX_HEAD_BYTES)
     log.info("root certificate page on http://%s:%d/", host, port)
     async with server:
         await stop.wait()
