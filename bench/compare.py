@@ -55,6 +55,7 @@ from rig.stacks import (
     idle_rss,
     latency_run,
     lean_stack,
+    phone_stack,
     quiet,
     relaybus_stack,
     socketio_stack,
@@ -73,7 +74,7 @@ from tests.support.servers import RedisServer, free_port, server_binaries  # noq
 OUT = REPO / "bench" / "results" / "compare.json"
 DOC = REPO / "docs" / "performance.md"
 PLOT = REPO / "docs" / "performance-compare.png"
-SYSTEMS = ("relaybus", "socketio", "floor", "lean")
+SYSTEMS = ("relaybus", "relaybus-phone", "socketio", "floor", "lean")
 QUIET_S = 10.0
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 
@@ -260,6 +261,8 @@ async def run(plan: Plan, only: set[str], systems: set[str], rounds: int = 1) ->
                 for make in (relaybus_stack, socketio_stack, floor_stack, lean_stack):
                     if make.__name__.split("_")[0] in systems:
                         stacks.append(await make(srv, tmp))
+                if "relaybus-phone" in systems:  # beside relaybus, on its processes if it runs
+                    stacks.insert(int("relaybus" in systems), await phone_stack(stacks, srv, tmp))
             if "memory" in only:  # first: the servers' heaps have not grown yet
                 out["idle_memory"] = await idle_memory(stacks, plan)
             if "quiet" in only:
@@ -531,7 +534,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="a ~2 minute smoke of every workload")
     p.add_argument("--only", default="latency,quiet,ladder,storm,memory,nginx")
     p.add_argument(
-        "--systems", default=",".join(SYSTEMS), help="comma-separated, of " + ",".join(SYSTEMS)
+        "--systems",
+        default="relaybus,socketio,floor,lean",
+        help="comma-separated, of "
+        + ",".join(SYSTEMS)
+        + " (relaybus-phone: relaybus with clients that ask for blocks_only, as its web client does)",
     )
     p.add_argument("--clients", help="latency: comma-separated client counts (default: the plan's)")
     p.add_argument("--lines", type=int, help="latency: lines per point (default: the plan's)")

@@ -32,12 +32,12 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
-from rig.clients import RawClient, open_client, parse, read_from
+from rig.clients import PHONE_CAPABILITIES, RawClient, open_client, parse, read_from
 
 LATE_MS = 10_000.0
 DIGITS = re.compile(rb"\d+")
@@ -56,8 +56,17 @@ def seq_of(raw: bytes) -> int | None:
 class Client:
     """One connection of any of the three systems, with its own receive state."""
 
-    def __init__(self, proto: str, url: str, token: str, sid: str, track: bool = False) -> None:
+    def __init__(
+        self,
+        proto: str,
+        url: str,
+        token: str,
+        sid: str,
+        track: bool = False,
+        caps: Sequence[str] = ("session_subscriptions",),
+    ) -> None:
         self.proto, self.url, self.token, self.sid = proto, url, token, sid
+        self.caps = list(caps)  # relaybus: the hello's capabilities
         #: Keep ``last_seq`` (relaybus, for a resume): only the storm needs it.
         self.track = track and proto == "relaybus"
         self.conn: RawClient | None = None
@@ -67,14 +76,14 @@ class Client:
     async def connect(self, resume: bool = False) -> None:
         if self.proto == "relaybus":
             if not resume:
-                self.conn = await open_client(self.url, self.token, self.sid)
+                self.conn = await open_client(self.url, self.token, self.sid, self.caps)
                 return
             c = await RawClient.open(self.url, self.token)
             c.send_text(
                 orjson.dumps(
                     {
                         "type": "hello",
-                        "capabilities": ["session_subscriptions"],
+                        "capabilities": self.caps,
                         "lastSeqId": self.last_seq,
                     }
                 ).decode()
@@ -113,6 +122,11 @@ class Client:
             self.conn = None
 
 
+def caps(args: argparse.Namespace) -> Sequence[str]:
+    """relaybus clients: what the web client asks for (``--blocks-only``) or full frames."""
+    return PHONE_CAPABILITIES if args.blocks_only else ("session_subscriptions",)
+
+
 def report(out: dict[str, Any]) -> None:
     sys.stdout.write(orjson.dumps(out).decode() + "\n")
     sys.stdout.flush()
@@ -120,7 +134,9 @@ def report(out: dict[str, Any]) -> None:
 
 async def run_clients(args: argparse.Namespace) -> None:
     """Latency of ``--count`` lines to N clients, bounded by ``--max-s`` after READY."""
-    clients = [Client(args.proto, args.url, args.token, args.sid) for _ in range(args.n)]
+    clients = [
+        Client(args.proto, args.url, args.token, args.sid, caps=caps(args)) for _ in range(args.n)
+    ]
     for c in clients:
         await c.connect()
     lat: list[float] = []
@@ -190,7 +206,8 @@ async def run_clients(args: argparse.Namespace) -> None:
 async def run_storm(args: argparse.Namespace) -> None:
     """The reconnect storm: connect, drop all on ``drop``, reconnect all on ``resume``."""
     clients = [
-        Client(args.proto, args.url, args.token, args.sid, track=True) for _ in range(args.n)
+        Client(args.proto, args.url, args.token, args.sid, track=True, caps=caps(args))
+        for _ in range(args.n)
     ]
     for c in clients:
         await c.connect()
@@ -269,7 +286,9 @@ async def run_storm(args: argparse.Namespace) -> None:
 
 
 async def run_idle(args: argparse.Namespace) -> None:
-    clients = [Client(args.proto, args.url, args.token, args.sid) for _ in range(args.n)]
+    clients = [
+        Client(args.proto, args.url, args.token, args.sid, caps=caps(args)) for _ in range(args.n)
+    ]
     for c in clients:
         await c.connect()
     print("READY", flush=True)
@@ -382,6 +401,11 @@ def main() -> None:
     p.add_argument("--channel", default="socketio")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--per-line", action="store_true", help="clients: latency by line index")
+    p.add_argument(
+        "--blocks-only",
+        action="store_true",
+        help="relaybus clients ask for what the web client does (blocks_only: no event.data)",
+    )
     args = p.parse_args()
     runner = {
         "clients": run_clients,

@@ -6,7 +6,7 @@ import asyncio
 import base64
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import orjson
@@ -178,10 +178,17 @@ class RawClient(asyncio.Protocol):
             self.transport.close()
 
 
-async def open_client(url: str, token: str, sid: str | None) -> RawClient:
+#: What relaybus's web client asks for: ``blocks_only`` leaves ``event.data`` (the raw
+#: record, about half of a frame) out of every frame it is sent.
+PHONE_CAPABILITIES = ("session_subscriptions", "blocks_only")
+
+
+async def open_client(
+    url: str, token: str, sid: str | None, caps: Sequence[str] = ("session_subscriptions",)
+) -> RawClient:
     c = await RawClient.open(url, token)
     if sid is not None:
-        c.send_text('{"type":"hello","capabilities":["session_subscriptions"]}')
+        c.send_text(orjson.dumps({"type": "hello", "capabilities": list(caps)}).decode())
         c.send_text(orjson.dumps({"type": "watch_session", "sessionId": sid}).decode())
         while not any(b'"watch_ack"' in f for f in await c.frames()):
             pass

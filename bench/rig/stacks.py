@@ -10,7 +10,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +135,12 @@ class Stack:
     stop: Callable[[], Awaitable[None]]
     #: Every server process of the system by role (the serving one included).
     procs: dict[str, int]
+    #: More arguments for its client workers (``--blocks-only``: relaybus's web client's hello).
+    client_flags: tuple[str, ...] = ()
 
     def clients(self, sid: str, n: int) -> list[str]:
         """The arguments every client worker of this system takes."""
-        return client_args(self.proto, self.url, sid, n)
+        return [*client_args(self.proto, self.url, sid, n), *self.client_flags]
 
 
 def client_args(proto: str, url: str, sid: str, n: int) -> list[str]:
@@ -179,6 +181,21 @@ async def relaybus_stack(
 
     procs = {"collector": col.pid, "gateway": gw.proc.pid}
     return Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop, procs)
+
+
+async def phone_stack(stacks: list[Stack], srv: RedisServer, tmp: Path) -> Stack:
+    """relaybus as its web client sees it: the clients ask for ``blocks_only`` (no
+    ``event.data``, about half of each frame). The relaybus stack's own processes when it
+    runs too (interleaved with it, so a ratio between the two is of one server)."""
+    flags = ("--blocks-only",)
+    base = next((st for st in stacks if st.name == "relaybus"), None)
+    if base is None:
+        return replace(await relaybus_stack(srv, tmp, name="relaybus-phone"), client_flags=flags)
+
+    async def stopped_with_base() -> None:
+        pass
+
+    return replace(base, name="relaybus-phone", client_flags=flags, stop=stopped_with_base)
 
 
 async def published_session(redis_url: str, ns: str, claude: Path) -> tuple[str, Path]:
