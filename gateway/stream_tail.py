@@ -28,8 +28,8 @@ class StreamTail:
     Each entry goes to the handler in order; :attr:`position` moves past it once the handler
     returned, so a handler's error ends :meth:`follow` and the next call (the supervisor's
     restart) hands the same entry again. Redis outages are retried with a jittered backoff
-    (0.2 s doubling to 10 s; a warning when an outage starts, an info line when it ends) from :attr:`position`: no entry written
-    meanwhile is missed.
+    (0.2 s doubling to 10 s; a warning when an outage starts, an info line when it ends)
+    from :attr:`position`: no entry written meanwhile is missed.
     """
 
     def __init__(
