@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Generator
 
@@ -41,13 +43,23 @@ class GatewayStartError(RuntimeError):
     """The server could not start serving (port taken, lifespan failure)."""
 
 
+#: How often the served certificate's files are looked at (a renewed pair is loaded).
+CERT_CHECK_S = 60.0
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handlers (the caller's ``stop`` event rules) and without
     its ten wake-ups a second: the main loop refreshes the ``Date`` header once a second, as
-    uvicorn does, and otherwise sleeps until ``should_exit`` is set."""
+    uvicorn does, and otherwise sleeps until ``should_exit`` is set. Every ``cert_check_s``
+    it looks at the TLS certificate and key files: a changed pair (renewed by ``relaybus up``
+    or by hand) is loaded into the live context, so new connections get it without a restart;
+    a pair that does not load (half written, or mismatched) is logged, the old one kept, and
+    tried again at the next look."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, *, cert_check_s: float = CERT_CHECK_S) -> None:
         self._exit = asyncio.Event()
+        self.cert_check_s = cert_check_s
+        self._cert_stamp: tuple[tuple[int, int], ...] | None = None
         super().__init__(config)
 
     @property
@@ -62,11 +74,51 @@ class _Server(uvicorn.Server):
             self._exit.clear()
 
     async def main_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._cert_stamp = self._stamp_cert()
+        next_check = loop.time() + self.cert_check_s
         # on_tick(0): uvicorn's tick that refreshes the Date header (every tenth of its own).
         while not await self.on_tick(0):
+            if loop.time() >= next_check:
+                self._reload_cert()
+                next_check = loop.time() + self.cert_check_s
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):
+                async with asyncio.timeout(min(1.0, self.cert_check_s)):
                     await self._exit.wait()
+
+    def _stamp_cert(self) -> tuple[tuple[int, int], ...] | None:
+        cfg = self.config
+        if cfg.ssl is None or not cfg.ssl_certfile or not cfg.ssl_keyfile:
+            return None
+        try:
+            return tuple(
+                (st.st_mtime_ns, st.st_size)
+                for st in (os.stat(cfg.ssl_certfile), os.stat(cfg.ssl_keyfile))
+            )
+        except OSError:
+            return None
+
+    def _reload_cert(self) -> None:
+        stamp = self._stamp_cert()
+        if stamp is None or stamp == self._cert_stamp:
+            return
+        cfg = self.config
+        assert cfg.ssl is not None and cfg.ssl_certfile and cfg.ssl_keyfile
+        try:
+            cfg.ssl.load_cert_chain(
+                str(cfg.ssl_certfile), str(cfg.ssl_keyfile), cfg.ssl_keyfile_password
+            )
+        except (ssl.SSLError, OSError) as exc:
+            log.warning(
+                "TLS certificate %s changed but does not load (%s); still serving the "
+                "one loaded before, trying again in %.0f s",
+                cfg.ssl_certfile,
+                exc,
+                self.cert_check_s,
+            )
+            return
+        self._cert_stamp = stamp
+        log.info("TLS certificate %s reloaded: new connections get it", cfg.ssl_certfile)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

@@ -11,19 +11,26 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from relaybus import qr, rootpage, tls
 from relaybus.lan import lan_address
+from relaybus.shared.aio import sleep_unless
 from relaybus.shared.preflight import StartupError, check_port
 from relaybus.shared.settings import Settings
 
 Component = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+log = logging.getLogger(__name__)
+
+#: How often ``up`` asks whether its server certificate needs renewing.
+RENEW_CHECK_S = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,9 @@ class UpTls:
     enabled: bool
     root_cert: Path | None = None
     root_port: int = 0
+    #: Our certificates' directory and the names the server certificate is for (auto).
+    directory: Path | None = None
+    names: tuple[str, ...] = ()
 
     def root_url(self, settings: Settings) -> str:
         if self.root_cert is None or not self.root_port:
@@ -68,20 +78,46 @@ def prepare(settings: Settings, state_dir: Path) -> tuple[Settings, UpTls]:
     except (tls.TlsError, OSError) as exc:
         raise StartupError(str(exc)) from exc
     update = {"tls_cert": str(server.cert), "tls_key": str(server.key)}
-    return settings.model_copy(update=update), UpTls(True, root.cert, settings.tls_root_port)
+    chosen = UpTls(True, root.cert, settings.tls_root_port, tls.tls_dir(state_dir), tuple(names))
+    return settings.model_copy(update=update), chosen
 
 
 def components(settings: Settings, chosen: UpTls, https_url: str) -> dict[str, Component]:
-    """The root page, when ``up`` serves one."""
+    """With our own certificates: their renewal, and the root page when ``up`` serves one."""
+    out: dict[str, Component] = {}
+    if chosen.directory is not None:
+        directory, names = chosen.directory, chosen.names
+
+        def renew(stop: asyncio.Event) -> Coroutine[Any, Any, None]:
+            return keep_renewed(directory, names, stop)
+
+        out["certificate renewal"] = renew
     root = chosen.root_cert
     if root is None or not chosen.root_port:
-        return {}
+        return out
     page = rootpage.RootPage.build(https_url.split("#", 1)[0], root)
 
     def serve(stop: asyncio.Event) -> Coroutine[Any, Any, None]:
         return rootpage.serve(page, settings.gateway_host, chosen.root_port, stop)
 
-    return {"root page": serve}
+    out["root page"] = serve
+    return out
+
+
+async def keep_renewed(
+    directory: Path, names: Sequence[str], stop: asyncio.Event, every_s: float = RENEW_CHECK_S
+) -> None:
+    """Until ``stop``: every ``every_s``, remake the server certificate when
+    :func:`relaybus.tls.needs_renewal` says so (within 30 days of expiry, or the root changed);
+    the gateway loads the new files on its own (``relaybus.gateway.main._Server``)."""
+    while not stop.is_set():
+        await sleep_unless(stop, every_s)
+        if stop.is_set():
+            return
+        try:
+            await asyncio.to_thread(tls.ensure_server, directory, names)
+        except (tls.TlsError, OSError) as exc:
+            log.warning("server certificate not renewed (%s); trying again in %.0f s", exc, every_s)
 
 
 def banner_lines(settings: Settings, chosen: UpTls, url: str) -> list[str]:
