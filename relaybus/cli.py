@@ -8,9 +8,11 @@ command line wins over the environment and ``.env``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from relaybus import hookcli, tlscli
@@ -34,21 +36,38 @@ UP_TLS_FIELDS = fields_of("up:")
 ENV_ONLY: dict[str, str] = {}
 
 
-#: subcommand -> (module with ``run(settings) -> int``, setting fields it uses, summary)
+@contextlib.contextmanager
+def _imports_uninterrupted() -> Iterator[None]:
+    """A Ctrl-C while the block imports waits for the imports to end, then raises
+    ``KeyboardInterrupt`` (one line, exit 130 in :func:`main`). Raised inside the import of
+    a Rust extension (pydantic-core, cryptography) it becomes a panic and a traceback."""
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: seen.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if seen:
+        raise KeyboardInterrupt
+
+
 def _run_collector(settings: Settings) -> int:
-    from relaybus.collector.main import run
+    with _imports_uninterrupted():
+        from relaybus.collector.main import run
 
     return run(settings)
 
 
 def _run_gateway(settings: Settings) -> int:
-    from relaybus.gateway.main import run
+    with _imports_uninterrupted():
+        from relaybus.gateway.main import run
 
     return run(settings)
 
 
 def _run_up(settings: Settings) -> int:
-    from relaybus.up import run
+    with _imports_uninterrupted():
+        from relaybus.up import run
 
     return run(settings)
 
@@ -220,7 +239,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def run_command(command: str, argv: Sequence[str]) -> int:
     """Entry for ``python -m relaybus.collector`` / ``python -m relaybus.gateway``: one subcommand's options."""
     try:
-        parser = build_parser(only=command)
+        with _imports_uninterrupted():
+            parser = build_parser(only=command)
         parser.prog = f"python -m relaybus.{command}"
         return _dispatch(parser, [command, *argv])
     except KeyboardInterrupt:
@@ -236,7 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args and args[0] == "status":
         return _run_status(args[1:])
     try:
-        return _dispatch(build_parser(), args)
+        with _imports_uninterrupted():
+            parser = build_parser()  # imports the settings (pydantic-core)
+        return _dispatch(parser, args)
     except KeyboardInterrupt:
         return interrupted()
 
