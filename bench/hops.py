@@ -25,7 +25,6 @@ from rig.stacks import CWorker, Stack, floor_stack, lean_stack, relaybus_stack, 
 from rig.stats import pct
 from rig.trees import export
 
-from relaybus.shared.store.keys import Keys
 from tests.support.collector_records import Entries
 from tests.support.servers import RedisServer, server_binaries
 
@@ -120,29 +119,18 @@ async def main_async(
         srv.start()
         stacks: list[Stack] = []
         probe = aioredis.Redis.from_url(srv.url)
-        namespaces: list[str] = []
 
-        async def new_namespace() -> str:
-            """The namespace of the relaybus stack just started (its epoch key appears)."""
-            for _ in range(500):
-                for k in cast(list[bytes], await probe.keys("*:epoch")):
-                    ns = k.decode().rsplit(":", 1)[0].strip("{}")
-                    if ns not in namespaces:
-                        namespaces.append(ns)
-                        return ns
-                await asyncio.sleep(0.02)
-            raise RuntimeError("no new relaybus namespace")
-
-        def relaybus_key(ns: str) -> Callable[[], Awaitable[str]]:
+        def relaybus_key(st: Stack) -> Callable[[], Awaitable[str]]:
             async def key() -> str:
-                return Keys(ns).log
+                assert st.log_key is not None
+                return st.log_key
 
             return key
 
         keys: list[Callable[[], Awaitable[str]]] = []
         try:
             stacks.append(await relaybus_stack(srv, tmp))
-            keys.append(relaybus_key(await new_namespace()))
+            keys.append(relaybus_key(stacks[-1]))
             if base is not None:
                 tree = tmp / "base-tree"
                 commit = export(base, tree)
@@ -151,7 +139,7 @@ async def main_async(
                         srv, tmp, name=f"relaybus@{commit}", collector_env={"PYTHONPATH": str(tree)}
                     )
                 )
-                keys.append(relaybus_key(await new_namespace()))
+                keys.append(relaybus_key(stacks[-1]))
             stacks.append(await floor_stack(srv, tmp))
             stacks.append(await lean_stack(srv, tmp))
 

@@ -137,6 +137,8 @@ class Stack:
     procs: dict[str, int]
     #: More arguments for its client workers (``--blocks-only``: relaybus's web client's hello).
     client_flags: tuple[str, ...] = ()
+    #: relaybus: the log stream its collector appends to.
+    log_key: str | None = None
 
     def clients(self, sid: str, n: int) -> list[str]:
         """The arguments every client worker of this system takes."""
@@ -180,7 +182,9 @@ async def relaybus_stack(
         col.stop()
 
     procs = {"collector": col.pid, "gateway": gw.proc.pid}
-    return Stack(name, "relaybus", gw.ws, gw.proc.pid, new_target, stop, procs)
+    return Stack(
+        name, "relaybus", gw.ws, gw.proc.pid, new_target, stop, procs, log_key=Keys(ns).log
+    )
 
 
 async def phone_stack(stacks: list[Stack], srv: RedisServer, tmp: Path) -> Stack:
