@@ -132,7 +132,7 @@ def _window(
     published, counted = 0, end
     while True:
         start = backfill.tail_start(path, end, lines=n_lines, max_bytes=end, identity=ident)
-        if start < end // 2:
+        if start < end // 2 or start == 0:  # 0: the whole file (a window that cannot grow)
             return 0
         for lines in _batches(path, ident, start, counted, s.max_line_bytes, abandon):
             published += sum(projector.project_one(ln).publish for ln in lines)

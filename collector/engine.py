@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from relaybus.collector import backfill, procfiles
+from relaybus.collector import disk_scan, procfiles
 from relaybus.collector.files import FileSync
 from relaybus.collector.inbox import Inbox
 from relaybus.collector.metrics import CollectorMetrics
-from relaybus.collector.paths import classify
 from relaybus.collector.projector import Projector
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.session_cache import SessionCache
@@ -144,29 +143,20 @@ class Engine:
         self.sessions.clear()
 
     async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
-        """The safety-net rescan: every transcript on disk, plus files that vanished.
+        """The safety-net rescan: every transcript on disk that changed since its cursor last
+        looked or is not tracked (:mod:`relaybus.collector.disk_scan`), plus files that vanished.
 
         Returns the files left with unread lines after ``max_batches`` batches each.
         """
-        seen: set[str] = set()
         more: set[Path] = set()
-        for path in self._walk():
-            tp = classify(self.root, path)
-            if tp is not None:
-                seen.add(tp.key)
-                if await self.sync_path(path, initial=initial, max_batches=max_batches):
-                    more.add(path)
+        todo, seen = disk_scan.scan(self.projects, self.files)
+        for path in todo:
+            if await self.sync_path(path, initial=initial, max_batches=max_batches):
+                more.add(path)
         for key in [k for k in self.files if k not in seen]:
             await self.sync_path(self.root / key)
         self._gauges()
         return more
-
-    def _walk(self) -> list[Path]:
-        out: list[Path] = []
-        for dirpath, _dirs, names in os.walk(self.projects):
-            out.extend(Path(dirpath, n) for n in names if n.endswith(".jsonl"))
-        out.sort(key=backfill.sync_order)
-        return out
 
     def _gauges(self) -> None:
         self.metrics.files_watched.set(len(self.files))
