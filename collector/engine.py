@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from relaybus.collector import disk_scan, procfiles
+from relaybus.collector import procfiles
+from relaybus.collector.disk_scan import DiskScan
 from relaybus.collector.files import FileSync
 from relaybus.collector.inbox import Inbox
 from relaybus.collector.metrics import CollectorMetrics
@@ -62,6 +63,7 @@ class Engine:
         self.metrics = metrics
         self.root = Path(os.path.abspath(settings.claude_dir))  # as watchfiles reports paths
         self.projects = self.root / "projects"
+        self.disk = DiskScan(self.projects)
         self.sessions_dir = self.root / "sessions"
         self.sessions = SessionCache(publisher.client, publisher.keys, publisher.host)
         #: Changes from other tasks, applied by :meth:`apply_inbox` each loop.
@@ -142,20 +144,25 @@ class Engine:
         self.closing.clear()
         self.sessions.clear()
 
-    async def sync_all(self, *, initial: bool = False, max_batches: int | None = None) -> set[Path]:
+    async def sync_all(
+        self, *, initial: bool = False, max_batches: int | None = None, every_file: bool = True
+    ) -> set[Path]:
         """The safety-net rescan: every transcript on disk that changed since its cursor last
         looked or is not tracked (:mod:`relaybus.collector.disk_scan`), plus files that vanished.
 
         Returns the files left with unread lines after ``max_batches`` batches each.
+        ``every_file=False``: the routine rescan (quiet files in turn).
         """
         more: set[Path] = set()
-        todo, seen = disk_scan.scan(self.projects, self.files)
+        todo, seen = self.disk.scan(self.files, every_file=every_file)
         for path in todo:
             if await self.sync_path(path, initial=initial, max_batches=max_batches):
                 more.add(path)
-        for key in [k for k in self.files if k not in seen]:
+        gone = [k for k in self.files if k not in seen]
+        for key in gone:
             await self.sync_path(self.root / key)
-        self._gauges()
+        if todo or gone:  # else nothing moved: the tick refreshes them each second anyway
+            self._gauges()
         return more
 
     def _gauges(self) -> None:

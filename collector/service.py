@@ -24,7 +24,7 @@ from relaybus.collector.inbox import Inbox
 from relaybus.collector.metrics import CollectorMetrics, metrics_server
 from relaybus.collector.publisher import Publisher
 from relaybus.collector.traces import TraceMap
-from relaybus.collector.wake import Wake
+from relaybus.collector.wake import Rescan, Wake
 from relaybus.collector.watcher import rescan, watch
 from relaybus.shared.aio import Backoff, Outage, sleep_unless, supervise
 from relaybus.shared.preflight import StartupError, collector_dirs
@@ -76,10 +76,12 @@ async def drive(
                     opened = connects.opened
                     await engine.filesync.verify()
                     verify, next_verify = False, loop.time() + VERIFY_S
-                paths, processes, full = wake.take()
+                paths, processes, rescan = wake.take()
                 more: set[Path] = set()
-                if full:
-                    more |= await engine.sync_all(max_batches=ROUND_BATCHES)
+                if rescan:
+                    more |= await engine.sync_all(
+                        max_batches=ROUND_BATCHES, every_file=rescan is Rescan.FULL
+                    )
                 for path in sorted(paths):
                     if stop.is_set():
                         break

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+from enum import IntEnum
 from pathlib import Path
+
+
+class Rescan(IntEnum):
+    """How much of the disk the engine's next rescan compares with its cursors."""
+
+    NONE = 0
+    #: The periodic safety net: files read lately every time, the others in turn
+    #: (:mod:`relaybus.collector.disk_scan`).
+    ROUTINE = 1
+    #: Events may have been lost (queue overflow, new watches, a Redis outage): every file.
+    FULL = 2
 
 
 class Wake:
@@ -15,7 +27,7 @@ class Wake:
         self.sessions_dir = self.claude_dir / "sessions"
         self.paths: set[Path] = set()
         self.processes = False
-        self.rescan = False
+        self.rescan = Rescan.NONE
         self.event = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
 
@@ -28,14 +40,14 @@ class Wake:
         if self.paths or self.processes:
             self.event.set()
 
-    def request_rescan(self) -> None:
-        self.rescan = True
+    def request_rescan(self, level: Rescan = Rescan.FULL) -> None:
+        self.rescan = max(self.rescan, level)
         self.event.set()
 
-    def take(self) -> tuple[set[Path], bool, bool]:
+    def take(self) -> tuple[set[Path], bool, Rescan]:
         """The pending (paths, processes changed, rescan wanted), cleared."""
         out = (self.paths, self.processes, self.rescan)
-        self.paths, self.processes, self.rescan = set(), False, False
+        self.paths, self.processes, self.rescan = set(), False, Rescan.NONE
         self.event.clear()
         return out
 

@@ -47,7 +47,8 @@ def watched_dirs(claude_dir: Path, roots: list[Path]) -> dict[Path, int]:
                 subs = [
                     (Path(e.path), (*rel, e.name), e.inode())
                     for e in it
-                    if _in_layout((*rel, e.name)) and e.is_dir(follow_symlinks=False)
+                    # d_type first: the files (most entries) cost no pattern match
+                    if e.is_dir(follow_symlinks=False) and _in_layout((*rel, e.name))
                 ]
         except OSError:
             return  # gone already, or unreadable: nothing to watch there

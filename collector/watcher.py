@@ -26,7 +26,7 @@ from watchfiles import Change
 from watchfiles._rust_notify import RustNotify
 
 from relaybus.collector.inotify import Unavailable
-from relaybus.collector.wake import Wake
+from relaybus.collector.wake import Rescan, Wake
 from relaybus.collector.watch_inotify import watch_inotify
 from relaybus.collector.watch_tree import SETTLE_TRIES, TREE_CHECK_MS, watched_dirs
 from relaybus.shared.aio import sleep_unless
@@ -172,7 +172,7 @@ async def _watch(
 
 
 async def rescan(wake: Wake, stop: asyncio.Event, *, interval_s: float) -> None:
-    """Ask the engine for a full rescan every ``interval_s`` until ``stop``."""
+    """Ask the engine for its routine rescan every ``interval_s`` until ``stop``."""
     while not stop.is_set():
         await sleep_unless(stop, interval_s)
-        wake.request_rescan()
+        wake.request_rescan(Rescan.ROUTINE)

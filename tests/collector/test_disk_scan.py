@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from relaybus.collector.disk_scan import QUIET_EVERY
 from tests.conftest import make_settings
 from tests.support.collector_records import append, transcript, user_line
 from tests.support.collector_rig import Rig
@@ -47,14 +49,7 @@ async def test_rescan_syncs_only_what_changed_and_misses_nothing(
     await rig.engine.start()
     assert len(rig.engine.files) == 6
 
-    synced: list[Path] = []
-    real = rig.engine.filesync.sync_path
-
-    async def counting(path: Path, **kw: Any) -> bool:
-        synced.append(path)
-        return await real(path, **kw)
-
-    rig.engine.filesync.sync_path = counting  # type: ignore[method-assign]
+    synced = _count_syncs(rig)
     await rig.engine.sync_all()
     assert synced == []  # nothing changed: no file was opened, read or sent again
 
@@ -101,3 +96,56 @@ async def test_a_collector_starting_on_part_of_a_first_line_publishes_it_once_wh
     await rig.engine.sync_all()
     await rig.engine.sync_all()
     assert texts(await rig.events(sid)) == ["whole at last"]
+
+
+async def test_routine_rescans_compare_quiet_files_in_turn_and_a_full_one_at_once(
+    rig: Rig, claude_dir: Path
+) -> None:
+    sids = [str(uuid.uuid4()) for _ in range(31)]
+    paths = [transcript(claude_dir, sid) for sid in sids]
+    for sid, p in zip(sids, paths, strict=True):
+        p.write_bytes(user_line(sid, "first"))
+    await rig.engine.start()
+    synced = _count_syncs(rig)
+    await rig.engine.sync_all(every_file=False)
+    assert synced == []
+
+    rig.engine.filesync.open_files.close_idle(time.monotonic() + 3600)  # all quiet now
+    lately, quiet = paths[0], paths[1:]
+    append(lately, user_line(sids[0], "read"))
+    await rig.engine.sync_path(lately)  # what a watch event does: its descriptor stays open
+    # Changes the watcher missed:
+    append(lately, user_line(sids[0], "missed on a file read lately"))
+    for sid, p in zip(sids[1:], quiet, strict=True):
+        append(p, user_line(sid, "missed on a quiet file"))
+    synced.clear()
+
+    await rig.engine.sync_all(every_file=False)
+    assert lately in synced  # read lately: compared on every routine rescan
+    assert texts(await rig.events(sids[0]))[-1] == "missed on a file read lately"
+    assert len(synced) < 1 + len(quiet)  # only the quiet files whose turn it was
+    for _ in range(QUIET_EVERY - 1):
+        await rig.engine.sync_all(every_file=False)
+    assert sorted(p for p in synced if p != lately) == sorted(quiet)  # each once, in turn
+    for sid in sids[1:]:
+        assert texts(await rig.events(sid))[-1] == "missed on a quiet file"
+
+    rig.engine.filesync.open_files.close_idle(time.monotonic() + 3600)
+    append(quiet[0], user_line(sids[1], "missed, then the queue overflowed"))
+    synced.clear()
+    await rig.engine.sync_all()  # a full rescan: every file compared
+    assert synced == [quiet[0]]
+    assert texts(await rig.events(sids[1]))[-1] == "missed, then the queue overflowed"
+
+
+def _count_syncs(rig: Rig) -> list[Path]:
+    """The paths the engine hands to ``sync_path`` from now on."""
+    synced: list[Path] = []
+    real = rig.engine.filesync.sync_path
+
+    async def counting(path: Path, **kw: Any) -> bool:
+        synced.append(path)
+        return await real(path, **kw)
+
+    rig.engine.filesync.sync_path = counting  # type: ignore[method-assign]
+    return synced

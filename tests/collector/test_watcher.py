@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from relaybus.collector.wake import Wake
+from relaybus.collector.wake import Rescan, Wake
 from relaybus.collector.watch_tree import watched_dirs
 from relaybus.collector.watcher import rescan, watch
 from tests.support.collector_records import append, transcript, user_line
@@ -24,10 +24,10 @@ def test_wake_sorts_changes_by_kind(claude_dir: Path) -> None:
     t = claude_dir / "projects" / "-x" / "s.jsonl"
     wake.add({t, claude_dir / "projects" / "-x" / "agent-1.meta.json"})
     assert wake.event.is_set()
-    assert wake.take() == ({t}, False, False)
+    assert wake.take() == ({t}, False, Rescan.NONE)
     assert not wake.event.is_set()
     wake.add({claude_dir / "sessions" / "123.json"})
-    assert wake.take() == (set(), True, False)
+    assert wake.take() == (set(), True, Rescan.NONE)
     wake.add({claude_dir / "todos" / "x.json"})
     assert not wake.event.is_set()
 
@@ -70,13 +70,13 @@ async def test_watch_reports_appends_and_process_files(claude_dir: Path, backend
         await asyncio.wait_for(task, 30)
 
 
-async def test_rescan_asks_for_a_full_sync_until_stopped(claude_dir: Path) -> None:
+async def test_rescan_asks_for_a_routine_sync_until_stopped(claude_dir: Path) -> None:
     """The safety-net rescan sets its flag periodically and ends when stop is set."""
     wake = Wake(claude_dir)
     stop = asyncio.Event()
     task = asyncio.create_task(rescan(wake, stop, interval_s=0.05))
     await asyncio.wait_for(wake.event.wait(), 10)
-    assert wake.take()[2] is True
+    assert wake.take()[2] is Rescan.ROUTINE
     stop.set()
     await asyncio.wait_for(task, 10)
 
