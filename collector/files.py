@@ -299,6 +299,7 @@ class FileSync:
                     max_lines=self.settings.batch_max_lines,
                     max_bytes=BATCH_MAX_BYTES,
                     max_line_bytes=self.settings.max_line_bytes,
+                    size=pr.size,  # this iteration's check: the held descriptor's size
                 )
                 self.open_files.read(tail, time.monotonic())
                 if not lines:
