@@ -140,7 +140,15 @@ class LogAppender:
         self._script: AsyncScript = client.register_script(APPEND_LUA)
         self._sha = self._script.sha.encode()
         self._fixed_keys = [
-            k.encode() for k in (keys.seq, keys.log, keys.sessions, keys.offsets(host), keys.epoch)
+            k.encode()
+            for k in (
+                keys.seq,
+                keys.log,
+                keys.sessions,
+                keys.offsets(host),
+                keys.epoch,
+                keys.rewinds,
+            )
         ]
         # A cluster client (``relaybus.shared.store.cluster``) is typed as a plain one.
         cluster = isinstance(cast(object, client), RedisCluster)
@@ -154,7 +162,7 @@ class LogAppender:
 
     async def send(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Sent:
         """Send one batch; a connection error propagates."""
-        seq, log, sessions, offsets, epoch_key = self._fixed_keys
+        seq, log, sessions, offsets, epoch_key, rewinds = self._fixed_keys
         k = self._keys
         keys = [
             seq,
@@ -164,7 +172,7 @@ class LogAppender:
             k.session_events(batch.sid).encode(),
             offsets,
             epoch_key,
-            k.rewinds.encode(),
+            rewinds,
         ]
         activity, prune = b"", b""
         if (at := batch.activity_ms) is not None:
