@@ -10,16 +10,22 @@ of 100 (A B A B ...), each awaited before the next (one line per wake-up, as at 
   the session hash, TTLs and the sessions index — one script, one round trip.
 
 Reports the client-side round trip (p50 / p99 µs) and Redis's own time per call
-(``INFO commandstats``). Writes ``bench/results/append_cost.json``.
+(``INFO commandstats``). ``--base REF``: also ``REF``'s appender and script (exported),
+a third variant in the same interleaving. Writes ``bench/results/append_cost.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
+import sys
+import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -28,8 +34,10 @@ from rig import REPO
 from rig.services import header, scratch, write_result
 from rig.stacks import FILLER
 from rig.stats import pct
+from rig.trees import export
 
-from relaybus.shared.store.appendlog import AppendBatch, LogAppender, OutEvent
+from relaybus.shared.store import appendlog
+from relaybus.shared.store.held_conn import pack
 from relaybus.shared.store.keys import Keys
 
 OUT = REPO / "bench" / "results" / "append_cost.json"
@@ -42,42 +50,69 @@ def prefix(sid: str) -> bytes:
     return orjson.dumps({"type": "session_event", "sessionId": sid, "event": event})[:-1]
 
 
-async def run(n: int) -> dict[str, Any]:
+def base_module(tree: Path) -> ModuleType:
+    """The exported tree's ``appendlog`` running its own ``append.lua``."""
+    spec = importlib.util.spec_from_file_location(
+        "base_appendlog", tree / "shared" / "store" / "appendlog.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    lua = (tree / "shared" / "store" / "lua" / "append.lua").read_text()
+    # read when an appender is made (and after a NOSCRIPT)
+    vars(mod).update(APPEND_LUA=lua, _LOAD=pack(b"SCRIPT", b"LOAD", lua.encode()))
+    return mod
+
+
+async def appending(
+    client: aioredis.Redis, mod: ModuleType, ns: str
+) -> Callable[[], Awaitable[None]]:
+    """One ~2 KB session_event per call through ``mod``'s appender, as the live collector does."""
+    keys = Keys(ns)
+    await client.set(keys.epoch, "e1")
+    appender = mod.LogAppender(
+        client, keys, "bench", log_maxlen=100_000, session_maxlen=10_000, session_ttl_s=86400
+    )
+    sid = "cost-session"
+    line = prefix(sid)
+    ev = mod.OutEvent("session_event", line, session_stream=True, session_seq=True)
+    offset = 0
+
+    async def append() -> None:
+        nonlocal offset
+        new = offset + len(line) + 1
+        batch = mod.AppendBatch(
+            sid,
+            [ev],
+            "projects/p/s.jsonl",
+            str(offset) if offset else "",
+            str(new),
+            {"lastActivity": str(time.time_ns() // 1_000_000)},
+            time.time_ns() // 1_000_000,
+        )
+        await appender.append(batch, epoch="e1", stamp_ms=time.time_ns() // 1_000_000)
+        offset = new
+
+    return append
+
+
+async def run(n: int, base: str | None) -> dict[str, Any]:
     out: dict[str, Any] = header("append_cost", "", load=True)
-    with scratch() as s:
+    with scratch() as s, tempfile.TemporaryDirectory() as tmp:
         out["server"] = s.kind
         client = aioredis.Redis.from_url(s.srv.url)
-        keys = Keys("cost")
-        await client.set(keys.epoch, "e1")
-        appender = LogAppender(
-            client, keys, "bench", log_maxlen=100_000, session_maxlen=10_000, session_ttl_s=86400
-        )
-        sid = "cost-session"
-        line = prefix(sid)
-        ev = OutEvent("session_event", line, session_stream=True, session_seq=True)
-        offset = 0
-        lat: dict[str, list[float]] = {"xadd": [], "append": []}
-        redis_us: dict[str, float] = {"xadd": 0.0, "append": 0.0}
+        line = prefix("cost-session")
 
         async def xadd() -> None:
             await client.xadd("lean:cost", {"f": line})
 
-        async def append() -> None:
-            nonlocal offset
-            new = offset + len(line) + 1
-            batch = AppendBatch(
-                sid,
-                [ev],
-                "projects/p/s.jsonl",
-                str(offset) if offset else "",
-                str(new),
-                {"lastActivity": str(time.time_ns() // 1_000_000)},
-                time.time_ns() // 1_000_000,
-            )
-            await appender.append(batch, epoch="e1", stamp_ms=time.time_ns() // 1_000_000)
-            offset = new
-
-        variants = {"xadd": xadd, "append": append}
+        variants = {"xadd": xadd, "append": await appending(client, appendlog, "cost")}
+        if base:
+            out["base"] = export(base, Path(tmp))
+            variants["append_base"] = await appending(client, base_module(Path(tmp)), "base")
+        lat: dict[str, list[float]] = {k: [] for k in variants}
+        redis_us: dict[str, list[float]] = {k: [] for k in variants}
         for fn in variants.values():  # warm-up: script loaded, connection open
             for _ in range(20):
                 await fn()
@@ -91,22 +126,25 @@ async def run(n: int) -> dict[str, Any]:
                     lat[name].append((time.perf_counter() - t0) * 1e6)
                 stats = await client.info("commandstats")
                 cmd = "cmdstat_xadd" if name == "xadd" else "cmdstat_evalsha"
-                redis_us[name] += stats[cmd]["usec"]
+                redis_us[name].append(stats[cmd]["usec"] / BLOCK)
             done += BLOCK
         await client.aclose()
     out["lines"] = n
     out["line_bytes"] = len(line)
     out["round_trip_us"] = {k: {"p50": pct(v, 0.5), "p99": pct(v, 0.99)} for k, v in lat.items()}
-    out["redis_us_per_call"] = {k: round(v / n, 1) for k, v in redis_us.items()}
+    out["redis_us_per_call"] = {k: round(sum(v) / len(v), 1) for k, v in redis_us.items()}
+    #: per block of ``BLOCK`` calls, median: robust to a block the other helper's bench hit
+    out["redis_us_per_call_p50_block"] = {k: round(pct(v, 0.5), 1) for k, v in redis_us.items()}
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--base", default=None, help="a git ref whose appender runs beside")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args()
-    res = asyncio.run(run(args.n))
+    res = asyncio.run(run(args.n, args.base))
     res["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
     write_result(args.out, res)
 

@@ -54,8 +54,8 @@ class _Pending:
     start: int
     end: int
     value: str
-    lines: int
-    tip: Tip | None = None
+    #: its lines, whose :class:`Tip` is taken once it is accepted (not before the send)
+    lines: list[Line]
     sent: Sent | None = None
 
 
@@ -299,6 +299,7 @@ class FileSync:
                     max_lines=self.settings.batch_max_lines,
                     max_bytes=BATCH_MAX_BYTES,
                     max_line_bytes=self.settings.max_line_bytes,
+                    size=pr.size,  # this iteration's check: the held descriptor's size
                 )
                 self.open_files.read(tail, time.monotonic())
                 if not lines:
@@ -404,7 +405,7 @@ class FileSync:
         )
         start = entry.tail.offset
         entry.tail.commit(end)
-        return _Pending(batch, plan, start, end, value, len(lines), Tip.of_lines(lines))
+        return _Pending(batch, plan, start, end, value, lines)
 
     async def _settle(self, entry: FileEntry, done: _Pending) -> bool:
         """Wait for a batch; on success make its state current. False after a conflict."""
@@ -420,9 +421,9 @@ class FileSync:
             raise
         self.owner.accepted(done.plan.state, done.plan.tool_results)
         entry.committed = done.value
-        entry.tail.tip = done.tip
+        entry.tail.tip = Tip.of_lines(done.lines)
         _remember(entry, appended, done.end)
-        self.metrics.batch_lines.observe(done.lines)
+        self.metrics.batch_lines.observe(len(done.lines))
         self.metrics.lines_published.inc(done.plan.published)
         return True
 

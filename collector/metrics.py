@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from relaybus.shared.metrics import MetricSet
 
@@ -17,13 +19,34 @@ MAX_DROP_REASONS = 64
 OTHER_DROP_REASON = "other"
 
 
+class Tally(Collector):
+    """A counter without labels counted in a plain int: ``inc`` is an add (~0.1 µs) where
+    a ``prometheus_client.Counter``'s takes a lock (~3 µs), and a few are counted per
+    batch on the path from a wake-up to the append. The scrape (another thread) reads the
+    int, which the GIL keeps whole."""
+
+    def __init__(self, registry: CollectorRegistry, name: str, doc: str) -> None:
+        self.name, self.doc = name.removesuffix("_total"), doc
+        self.value = 0
+        registry.register(self)
+
+    def inc(self, n: int = 1) -> None:
+        self.value += n
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.doc, value=self.value)
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.doc)
+
+
 class CollectorMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         m = MetricSet(registry, P)
-        self.lines_read = m.counter("lines_read_total", "Complete lines read")
-        self.lines_published = m.counter(
-            "lines_published_total", "Lines published as session events"
+        self.lines_read = Tally(registry, P + "lines_read_total", "Complete lines read")
+        self.lines_published = Tally(
+            registry, P + "lines_published_total", "Lines published as session events"
         )
         self.lines_dropped = m.counter(
             "lines_dropped_total", "Lines not published, by reason", ["reason"]
@@ -32,7 +55,7 @@ class CollectorMetrics:
         self.lines_malformed = m.counter(
             "lines_malformed_total", "Lines that are not valid JSON/UTF-8"
         )
-        self.bytes_read = m.counter("bytes_read_total", "Transcript bytes read")
+        self.bytes_read = Tally(registry, P + "bytes_read_total", "Transcript bytes read")
         self.batch_lines = m.histogram(
             "append_batch_lines",
             "Lines per append batch",

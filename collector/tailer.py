@@ -251,15 +251,19 @@ class FileTail:
         if self._skip is not None and self._skip[0] < end:
             self._skip = None
 
-    def read(self, *, max_lines: int, max_bytes: int, max_line_bytes: int) -> list[Line]:
+    def read(
+        self, *, max_lines: int, max_bytes: int, max_line_bytes: int, size: int | None = None
+    ) -> list[Line]:
         """Complete lines from the committed offset, up to ``max_lines``/about ``max_bytes``.
 
         Reads with ``pread`` up to the size the open file has (what is appended meanwhile
         is the next call's): a line or two cost one read of their own size, not a buffered
-        read of :data:`CHUNK_BYTES`.
+        read of :data:`CHUNK_BYTES`. ``size``: the size a :meth:`check` just saw; a held
+        descriptor is then read up to it without an ``fstat`` of its own (the check found
+        the path to be this inode; what is appended after it wakes the caller again).
         """
         lines: list[Line] = []
-        opened = self._open()
+        opened = self._open(size)
         if (
             opened is None
         ):  # gone, replaced, or swapped for a FIFO/symlink: the next check() sees it
@@ -311,12 +315,13 @@ class FileTail:
     def is_open(self) -> bool:
         return self._fd is not None
 
-    def _open(self) -> tuple[int, int] | None:
-        """The descriptor of this cursor's inode and its size: the held one, or the path
-        opened now (``None`` when the path is gone, not a regular file, or another inode)."""
+    def _open(self, size: int | None = None) -> tuple[int, int] | None:
+        """The descriptor of this cursor's inode and its size (``size`` when known): the
+        held one, or the path opened now (``None`` when the path is gone, not a regular
+        file, or another inode)."""
         if self._fd is not None:
             if self._fd_identity is self.identity or self._fd_identity == self.identity:
-                return self._fd, os.fstat(self._fd).st_size
+                return self._fd, os.fstat(self._fd).st_size if size is None else size
             self.close()
         try:
             fd, st = open_fd(self.path)

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, cast
 
-import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
@@ -21,6 +20,13 @@ APPEND_LUA = resources.files("relaybus.shared.store").joinpath("lua/append.lua")
 _LOAD = pack(b"SCRIPT", b"LOAD", APPEND_LUA.encode())
 #: Event-loop turns given to an append on redis-py's command path to reach its socket.
 SEND_YIELDS = 6
+
+#: The sessions index is pruned of members older than the TTL by the first batch of each
+#: minute of activity (by activity score), not by every batch: a ``ZREMRANGEBYSCORE`` per
+#: line for members that expire once a week. A member stays at most this much past its TTL
+#: (relative to the newest activity this appender wrote); readers already skip a member
+#: whose hash has expired.
+PRUNE_EVERY_MS = 60_000
 
 #: The script's per-event ``flags`` argument by (session_stream, session_seq), as bytes:
 #: redis-py passes bytes through, a str costs an encode per argument per event.
@@ -128,10 +134,21 @@ class LogAppender:
         self._keys = keys
         self._host = host
         self._limits = (b"%d" % log_maxlen, b"%d" % session_maxlen, b"%d" % session_ttl_s)
+        self._ttl_ms = session_ttl_s * 1000
+        #: the activity minute (``PRUNE_EVERY_MS``) of the last batch that pruned the index
+        self._pruned = -1
         self._script: AsyncScript = client.register_script(APPEND_LUA)
         self._sha = self._script.sha.encode()
         self._fixed_keys = [
-            k.encode() for k in (keys.seq, keys.log, keys.sessions, keys.offsets(host), keys.epoch)
+            k.encode()
+            for k in (
+                keys.seq,
+                keys.log,
+                keys.sessions,
+                keys.offsets(host),
+                keys.epoch,
+                keys.rewinds,
+            )
         ]
         # A cluster client (``relaybus.shared.store.cluster``) is typed as a plain one.
         cluster = isinstance(cast(object, client), RedisCluster)
@@ -145,7 +162,7 @@ class LogAppender:
 
     async def send(self, batch: AppendBatch, *, epoch: str, stamp_ms: int) -> Sent:
         """Send one batch; a connection error propagates."""
-        seq, log, sessions, offsets, epoch_key = self._fixed_keys
+        seq, log, sessions, offsets, epoch_key, rewinds = self._fixed_keys
         k = self._keys
         keys = [
             seq,
@@ -155,8 +172,15 @@ class LogAppender:
             k.session_events(batch.sid).encode(),
             offsets,
             epoch_key,
-            k.rewinds.encode(),
+            rewinds,
         ]
+        activity, prune = b"", b""
+        if (at := batch.activity_ms) is not None:
+            activity = b"%d" % at
+            if at // PRUNE_EVERY_MS > self._pruned:
+                self._pruned = at // PRUNE_EVERY_MS
+                prune = b"%d" % (at - self._ttl_ms)
+        updates = batch.hash_updates
         args = [
             epoch.encode(),
             batch.sid.encode(),
@@ -165,9 +189,12 @@ class LogAppender:
             batch.new_offset.encode(),
             *self._limits,
             b"%d" % stamp_ms,
-            orjson.dumps(batch.hash_updates) if batch.hash_updates else b"",
-            b"" if batch.activity_ms is None else b"%d" % batch.activity_ms,
+            activity,
+            prune,
+            b"%d" % len(updates),
         ]
+        for name, value in updates.items():
+            args += (name.encode(), value.encode())
         for ev in batch.events:
             args += (ev.kind.encode(), _FLAGS[ev.session_stream, ev.session_seq], ev.prefix)
         started = time.perf_counter()

@@ -175,3 +175,25 @@ def test_tip_of_lines_is_the_digest_of_the_published_bytes_before_the_end() -> N
     several = [Line(b"p%d" % i, 2, 3 * (i + 1)) for i in range(3)]
     assert Tip.of_lines(several) == Tip.of(b"p0\np1\np2\n", 9)
     assert Tip.of_lines([Line(b"q", 1, 2), Line(None, 99, 102)]) is None
+
+
+def test_held_read_stops_at_the_size_its_check_saw(tmp_path: Path) -> None:
+    """A held descriptor given its check's size reads up to it, not to what was appended
+    after the check (the next check and read get that); a truncation's size is honoured."""
+    path = tmp_path / "t.jsonl"
+    write(path, b"a\n")
+    t = tail_of(path)
+    t.hold = True
+    assert read_all(t) == [b"a"] and t.is_open
+    write(path, b"b\n")
+    pr = t.check()
+    write(path, b"c\n")  # appended after the check
+    assert [ln.raw for ln in t.read(**LIMITS, size=pr.size)] == [b"b"]
+    assert read_all(t) == [b"b", b"c"]  # no size: the fstat's
+    write(path, b"x\n", "r+b")
+    os.truncate(path, 2)
+    pr = t.check()
+    assert pr.status is Status.TRUNCATED and pr.size == 2
+    t.reset(t.identity, 0)
+    write(path, b"more\n")  # after the check
+    assert [ln.raw for ln in t.read(**LIMITS, size=pr.size)] == [b"x"] and t.is_open

@@ -111,3 +111,56 @@ async def test_trimming_and_ttl(client: aioredis.Redis, keys: Keys) -> None:
     assert last[0][0] == b"600-0"
     assert 0 < await client.ttl(keys.session_events("s1")) <= 50
     assert 0 < await client.ttl(keys.session("s1")) <= 50
+
+
+async def test_hash_updates_and_ttl_without_events(client: aioredis.Redis, keys: Keys) -> None:
+    """Hash updates alone are written (with the TTL) and set no lastSeqId; a session with
+    no stream gets none from the TTL."""
+    epoch = await ensure_epoch(client, keys)
+    app = appender(client, keys, session_ttl_s=50)
+    updates = {"title": "T ü", "live": "1", "cwd": ""}
+    await app.append(AppendBatch("s1", [], hash_updates=updates), epoch=epoch, stamp_ms=1)
+    assert await client.hgetall(keys.session("s1")) == {
+        b"title": "T ü".encode(),
+        b"live": b"1",
+        b"cwd": b"",
+    }
+    assert 0 < await client.ttl(keys.session("s1")) <= 50
+    assert not await client.exists(keys.session_events("s1"))
+    await app.append(
+        AppendBatch("s1", [ev("a")], hash_updates={"live": "0"}), epoch=epoch, stamp_ms=1
+    )
+    h = await client.hgetall(keys.session("s1"))
+    assert (h[b"live"], h[b"lastSeqId"], h[b"sessionSeq"], h[b"title"]) == (
+        b"0",
+        b"1",
+        b"1",
+        "T ü".encode(),
+    )
+
+
+async def test_sessions_index_pruned_once_a_minute_of_activity(
+    client: aioredis.Redis, keys: Keys
+) -> None:
+    """Members older than the TTL leave the index at the first batch of each new minute of
+    activity (by score), not at every batch; the newest member stays."""
+    epoch = await ensure_epoch(client, keys)
+    app = appender(client, keys, session_ttl_s=3600)
+    minute, ttl_ms = 60_000, 3_600_000
+    t0 = 1_000 * minute
+
+    async def touch(sid: str, at: int) -> None:
+        await app.append(AppendBatch(sid, [ev("x")], activity_ms=at), epoch=epoch, stamp_ms=1)
+
+    await touch("old", t0)
+    await touch("mid", t0 + 30 * minute)
+    now = t0 + ttl_ms + 10 * minute + 1_000
+    await touch("new", now)  # a new minute: "old" is past its TTL
+    assert await client.zscore(keys.sessions, "old") is None
+    await touch("stale", now - ttl_ms - 1)  # e.g. an old transcript's history
+    await touch("new", now + 1_000)  # the same minute: no prune
+    assert await client.zscore(keys.sessions, "stale") is not None
+    await touch("new", now + minute)  # the next minute
+    assert await client.zscore(keys.sessions, "stale") is None
+    assert await client.zscore(keys.sessions, "mid") == t0 + 30 * minute
+    assert await client.zscore(keys.sessions, "new") == now + minute

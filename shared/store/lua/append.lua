@@ -7,9 +7,10 @@
 --       4 expected committed value ("" = the field must be absent),
 --       5 new committed value,
 --       6 log maxlen, 7 session maxlen, 8 session ttl seconds, 9 stamp ms (field t),
---       10 hash updates as a JSON object of strings ("" = none),
---       11 activity score for the sessions zset ("" = leave it),
---       12.. events, three arguments each: kind, flags, frame prefix.
+--       10 activity score for the sessions zset ("" = leave it),
+--       11 prune: members scored at or below it leave the sessions zset ("" = not this time),
+--       12 n, the number of hash updates, then 13 .. 12+2n their fields and values,
+--       then the events, three arguments each: kind, flags, frame prefix.
 --       flags: "s" = also XADD to the session stream, "q" = also assign a sessionSeq.
 --       A frame prefix is a JSON object without its closing brace; the script closes it
 --       with ,"seqId":N (and ,"sessionSeq":M) so clients see ids assigned here.
@@ -33,11 +34,11 @@ end
 local sid = ARGV[2]
 local log_maxlen = ARGV[6]
 local session_maxlen = ARGV[7]
-local ttl = tonumber(ARGV[8])
 local stamp = ARGV[9]
 local first_seq, last_seq, last_qseq = 0, 0, 0
+local events = 13 + 2 * tonumber(ARGV[12])
 
-local i = 12
+local i = events
 while i <= #ARGV do
   local kind, flags, prefix = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local seq = redis.call('INCR', KEYS[1])
@@ -60,24 +61,25 @@ while i <= #ARGV do
   i = i + 3
 end
 
+-- The hash updates and lastSeqId in one HSET.
+if last_seq > 0 or events > 13 then
+  local hset = {'HSET', KEYS[4]}
+  for j = 13, events - 1 do
+    hset[#hset + 1] = ARGV[j]
+  end
+  if last_seq > 0 then
+    hset[#hset + 1] = 'lastSeqId'
+    hset[#hset + 1] = last_seq
+  end
+  redis.call(unpack(hset))
+  redis.call('EXPIRE', KEYS[4], ARGV[8])
+  redis.call('EXPIRE', KEYS[5], ARGV[8]) -- a no-op while the session has no stream
+end
 if ARGV[10] ~= '' then
-  local updates = cjson.decode(ARGV[10])
-  for k, v in pairs(updates) do
-    redis.call('HSET', KEYS[4], k, v)
-  end
-end
-if last_seq > 0 then
-  redis.call('HSET', KEYS[4], 'lastSeqId', last_seq)
-end
-if last_seq > 0 or ARGV[10] ~= '' then
-  redis.call('EXPIRE', KEYS[4], ttl)
-  if redis.call('EXISTS', KEYS[5]) == 1 then
-    redis.call('EXPIRE', KEYS[5], ttl)
-  end
+  redis.call('ZADD', KEYS[3], ARGV[10], sid)
 end
 if ARGV[11] ~= '' then
-  redis.call('ZADD', KEYS[3], ARGV[11], sid)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', tonumber(ARGV[11]) - ttl * 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[11])
 end
 if field ~= '' then
   redis.call('HSET', KEYS[6], field, ARGV[5])
