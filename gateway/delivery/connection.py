@@ -29,7 +29,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from relaybus.gateway import frames
 from relaybus.gateway.auth import Access
@@ -37,7 +37,7 @@ from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.replay import Gap
 from relaybus.gateway.delivery.runs import Burst, Run
 from relaybus.gateway.delivery.stream_state import OVERFLOW, SEND, StreamState
-from relaybus.gateway.delivery.wsio import FrameSink, WriteTimeout
+from relaybus.gateway.delivery.wsio import FrameSink, Write, WriteTimeout
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.shared.wire.errors import CloseCode
@@ -99,6 +99,30 @@ class Connection:
         self._sender: asyncio.Task[None] | None = None
         #: Called once when the connection starts closing (its endpoint stops receiving).
         self.on_close: Callable[[], None] | None = None
+        #: Called whenever this connection may stop (or start) being steady (:meth:`steady`).
+        self.changed: Callable[[], object] = _nothing
+
+    def on_change(self, changed: Callable[[], object]) -> None:
+        """Call ``changed`` whenever this connection, its stream or its sink may stop (or
+        start) being steady: the hub's cache of steady connections is dropped then."""
+        self.changed = changed
+        self.state.on_change(changed)
+
+    def steady(self, sid: str) -> tuple[Write, int] | None:
+        """``(transport.write, dedupe floor)`` while this connection takes ``sid``'s live
+        runs as they come: open, nothing queued, staged or being written, its stream steady
+        for ``sid`` (:meth:`StreamState.steady_floor`) and its transport taking data."""
+        if self.close_code is not None or self._queue or self._busy or self._staged is not None:
+            return None
+        floor = self.state.steady_floor(sid)
+        if floor is None:
+            return None
+        # A :class:`~relaybus.gateway.delivery.wsio.SteadySink`'s (other sinks: never steady).
+        steady_write = getattr(self.sink, "steady_write", None)
+        if steady_write is None or not self.sink.raw_ok:
+            return None
+        write = cast("Write | None", steady_write(self.changed))
+        return None if write is None else (write, floor)
 
     # --- live delivery (synchronous, called by the fan-out) -----------------------------
 
@@ -226,6 +250,7 @@ class Connection:
         size = sum(item.size for item in items)
         if self._queue is None:
             self._queue = deque()
+            self.changed()
         self._queue.append((items, live, size))
         self.queued_bytes += size
         if self._sender is None:
@@ -273,6 +298,7 @@ class Connection:
             return
         self.close_code = code
         self.close_reason = reason
+        self.changed()
         self._queue = None
         self._live_backlog = 0
         self.queued_bytes = 0
@@ -333,6 +359,7 @@ class Connection:
             if not queue:
                 # drained: an idle connection holds no deque and no sender
                 self._queue = None
+                self.changed()
                 return
             items, live, size = queue.popleft()
             self._busy = True
@@ -370,6 +397,10 @@ class Connection:
         m.bytes_sent.inc(size)
         for kind, n in Counter(map(_KIND, items)).items():
             m.sent(kind).inc(n)
+
+
+def _nothing() -> None:
+    """No hub watches this connection (yet)."""
 
 
 def _wake(waiter: asyncio.Future[None] | None) -> None:

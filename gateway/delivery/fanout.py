@@ -35,6 +35,7 @@ from relaybus.gateway.delivery.events import Event, from_entry, seq_of
 from relaybus.gateway.delivery.replay import TRIMMED, Gap
 from relaybus.gateway.delivery.rewinds import token
 from relaybus.gateway.delivery.runs import Burst, Run, runs
+from relaybus.gateway.delivery.steady import Steady
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.metrics import GatewayMetrics
 from relaybus.gateway.places import Places
@@ -50,6 +51,9 @@ EPOCH = "epoch"
 REWOUND = "rewound"
 #: Dispatched entries whose digest the reader keeps, to notice a rewound log on reconnect.
 RECENT_MAX = 2_000
+#: Sessions whose steady audience the hub keeps at most (each entry lists up to every
+#: connection): past it the cache starts over.
+STEADY_MAX = 256
 
 
 class Hub:
@@ -71,6 +75,13 @@ class Hub:
         self.pages_version = 0
         #: Where each session runs, for connections with a restricted scope.
         self.places = Places()
+        #: Per session, its audience split into steady writes and the rest
+        #: (:mod:`relaybus.gateway.delivery.steady`); dropped by any change that may matter.
+        self._steady: dict[str, Steady] = {}
+        self.changed = self._steady.clear
+        #: Bytes and frames per kind written synchronously in the batch being dispatched.
+        self._size = 0
+        self._kinds: dict[str, int] = {}
 
     @property
     def token(self) -> str:
@@ -78,11 +89,14 @@ class Hub:
         return token(self.epoch, self.gen)
 
     def add(self, conn: Connection) -> None:
+        self.changed()
+        conn.on_change(self.changed)
         self.connections.add(conn)
         self.refresh(conn)
         self.metrics.connections.set(len(self.connections))
 
     def remove(self, conn: Connection) -> None:
+        self.changed()
         self.connections.discard(conn)
         self.firehose.discard(conn)
         for sid in conn.state.watched:
@@ -93,6 +107,7 @@ class Hub:
         """Re-index ``conn`` after its mode changed (hello, resume finished)."""
         if conn not in self.connections:
             return
+        self.changed()
         if conn.state.firehose:
             self.firehose.add(conn)
             for sid in conn.state.watched:
@@ -105,9 +120,11 @@ class Hub:
     def watch(self, conn: Connection, sid: str) -> None:
         """Index ``conn`` as a watcher of ``sid`` (its state began the watch)."""
         if not conn.state.firehose and conn in self.connections:
+            self.changed()
             self.watchers.setdefault(sid, set()).add(conn)
 
     def unwatch(self, conn: Connection, sid: str) -> None:
+        self.changed()
         conn.state.unwatch(sid)
         self._unindex(conn, sid)
 
@@ -125,10 +142,24 @@ class Hub:
 
     def dispatch(self, events: Sequence[Event]) -> None:
         """Offer each event to the connections that may receive it (no awaits), then queue
-        each connection's share of the batch as one entry."""
+        each connection's share of the batch as one entry.
+
+        A batch that is one run (one session's events: the reader keeping up) above the
+        floor of the session's steady connections is written to their transports at once
+        (:mod:`relaybus.gateway.delivery.steady`). Any other batch takes the checked path,
+        which writes each connection's share of it once (a run at a time would cost a
+        firehose connection a write per session in the batch)."""
         touched: list[Connection] = []
         try:
-            for item in runs(events):
+            items = list(runs(events))
+            if len(items) == 1 and isinstance(run := items[0], Run):
+                steady = self._steady_of(run.sid)
+                if steady.groups and run.events[0].seq > steady.floor:
+                    self._write_steady(run, steady)
+                    touched.extend(c for c in steady.others if c.offer_run(run))
+                    self.position = run.events[-1].seq
+                    return
+            for item in items:
                 if isinstance(item, Run):
                     # One session's events back to back: each connection takes them at once.
                     touched.extend(c for c in self._audience(item.sid) if c.offer_run(item))
@@ -144,15 +175,35 @@ class Hub:
                 self.position = ev.seq
         finally:  # even if the reader crashes here: a staged batch left unflushed would stall
             if touched:
-                self._flush(touched, events)
+                self._flush(touched)
+            self._count(events)
 
-    def _flush(self, touched: list[Connection], events: Iterable[Event]) -> None:
-        """Flush each touched connection, then count the batch's synchronous writes once.
+    def _steady_of(self, sid: str) -> Steady:
+        cache = self._steady
+        steady = cache.get(sid)
+        if steady is None:
+            if len(cache) >= STEADY_MAX:
+                cache.clear()
+            steady = cache[sid] = Steady(sid, self._audience(sid), self.position)
+        return steady
+
+    def _write_steady(self, run: Run, steady: Steady) -> None:
+        """Write ``run`` whole to every steady transport of its session (tallied once)."""
+        for blocks_only, writes in steady.groups:
+            burst = run.burst(0, blocks_only=blocks_only, raw=True)
+            wire = burst.wire
+            for write in writes:
+                write(wire)
+            self._size += _tally(burst, len(writes), self._kinds)
+
+    def _flush(self, touched: list[Connection]) -> None:
+        """Flush each touched connection; their synchronous writes are tallied for
+        :meth:`_count`.
 
         The loop only writes: connections of one kind wrote the same shared :class:`Burst`,
         counted once with how many wrote it (not per connection between two writes)."""
         size = 0
-        kinds: dict[str, int] = {}
+        kinds = self._kinds
         last: Sequence[Outgoing] | None = None
         times = 0
         for conn in touched:
@@ -165,12 +216,19 @@ class Hub:
             last, times = written, 1
         if last is not None:
             size += _tally(last, times, kinds)
+        self._size += size
+
+    def _count(self, events: Iterable[Event]) -> None:
+        """Count the batch's synchronous writes once, with one latency sample per event."""
+        kinds = self._kinds
         if not kinds:
             return
         m = self.metrics
-        m.bytes_sent.inc(size)
+        m.bytes_sent.inc(self._size)
         for kind, n in kinds.items():
             m.sent(kind).inc(n)
+        self._size = 0
+        self._kinds = {}
         # One latency sample per event and gateway: stamp to the end of its fan-out.
         now = time.time()
         for ev in events:

@@ -12,7 +12,7 @@ and the marks set at the switch drop what the client already has.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from collections.abc import Set as AbstractSet
 
 from relaybus.gateway import protocol
@@ -51,6 +51,7 @@ class StreamState:
         "held_gaps",
         "hello_done",
         "in_scope",
+        "notify",
         "observe",
         "session_marks",
         "subscriptions",
@@ -87,10 +88,33 @@ class StreamState:
         #: A member's restricted scope: whether a session id is inside it (``None``: every
         #: session; set by :meth:`restrict` when a member authenticates).
         self.in_scope: AbstractSet[str] | None = None
+        #: Called by every change that can end a steady stream (:meth:`steady_floor`): the
+        #: hub drops its cache of steady connections (:mod:`relaybus.gateway.delivery.steady`).
+        self.notify: Callable[[], object] = _nothing
+
+    def on_change(self, changed: Callable[[], object]) -> None:
+        """Call ``changed`` from now on whenever this stream may stop (or start) being steady."""
+        self.notify = changed
+
+    def steady_floor(self, sid: str) -> int | None:
+        """The dedupe floor of ``sid``'s live events while this stream takes them as they
+        come (no buffer, no held gap, no scope filter, watched or the firehose): a run above
+        it is sent whole; ``None`` otherwise (the run takes :meth:`run_start`)."""
+        if (
+            self.global_buffer is not None
+            or sid in self.watch_buffers
+            or self.in_scope is not None
+            or self.held_gaps
+        ):
+            return None
+        if self.subscriptions:
+            return self.session_marks.get(sid, 0) if sid in self.watched else None
+        return max(self.session_marks.get(sid, 0), self.global_mark)
 
     def restrict(self, in_scope: AbstractSet[str]) -> None:
         """From now on only the sessions in ``in_scope`` reach this stream (a member's scope;
         a set kept current by ``gateway/places.py``: membership is the cheapest check)."""
+        self.notify()
         self.in_scope = in_scope
 
     # --- entitlement and live events (the fan-out's hot path) ---------------------------
@@ -174,6 +198,7 @@ class StreamState:
         """The log was trimmed past the reader: while buffering the gap is held for the merge
         (placed after the replay); else the part of it this client must be told now, above
         what its own replay read (``None``: nothing, or not welcomed yet)."""
+        self.notify()
         if self.global_buffer is not None:
             self.held_gaps.append(gap)
             return None
@@ -191,6 +216,7 @@ class StreamState:
     def accept_hello(self, caps: Collection[str], position: int) -> bool:
         """Take a hello's accepted capabilities; ``True`` when the connection was live (a v1
         client) and buffers again from ``position`` (the caller re-indexes it)."""
+        self.notify()
         self.hello_done = True
         self.subscriptions = protocol.SESSION_SUBSCRIPTIONS in caps
         self.observe = protocol.TURN_STATUS_OBSERVE in caps
@@ -203,6 +229,7 @@ class StreamState:
     def begin_resume(self, position: int) -> None:
         """Buffer every live event above ``position`` again, for a resume; everything
         dispatched so far was offered live, so the resume must not repeat it."""
+        self.notify()
         self.global_mark = max(self.global_mark, position)
         self.global_buffer = []
         self.buffer_floor = position
@@ -213,12 +240,14 @@ class StreamState:
 
     def rewind_mark(self, to_seq: int) -> None:
         """The client's view was rewound to ``to_seq``: nothing above it counts as sent."""
+        self.notify()
         self.global_mark = min(self.global_mark, to_seq)
 
     def finish_resume(self, covered: int, *, holes: bool) -> list[Event | Gap]:
         """Switch to live at the end of a replay that covered the log up to ``covered``: the
         buffered events above it, once each, in order, with the gaps held meanwhile (``holes``:
         also report holes in the buffer's seqs, when no replay filtered by entitlement)."""
+        self.notify()
         merged = merge([], self.global_buffer or [], floor=covered, holes=holes)
         items = with_held_gaps(merged, self.held_gaps, covered)
         self.global_mark = max(merged.last_seq, self.buffer_floor)
@@ -231,6 +260,7 @@ class StreamState:
     def begin_watch(self, sid: str) -> bool:
         """Watch ``sid`` and buffer its live events until :meth:`finish_watch`; ``True`` when
         it was watched already (a re-watch)."""
+        self.notify()
         was_watched = sid in self.watched
         self.watch_buffers[sid] = []
         self.watched.add(sid)
@@ -239,6 +269,7 @@ class StreamState:
     def finish_watch(self, sid: str, replayed: Merged) -> Merged:
         """Switch ``sid`` to live at the end of its replay: the buffered events above it
         (holes by ``sessionSeq``); later live events start above the mark set here."""
+        self.notify()
         buffered = self.watch_buffers.pop(sid, [])
         tail = merge([], buffered, floor=replayed.last_seq, by_session_seq=True, prev=replayed.last)
         self.session_marks[sid] = tail.last_seq
@@ -246,9 +277,11 @@ class StreamState:
 
     def abandon_watch(self, sid: str) -> None:
         """The replay of ``sid`` failed: stop buffering it (the caller unwatches if new)."""
+        self.notify()
         self.watch_buffers.pop(sid, None)
 
     def unwatch(self, sid: str) -> None:
+        self.notify()
         self.watched.discard(sid)
         self.watch_buffers.pop(sid, None)
         self.session_marks.pop(sid, None)
@@ -257,6 +290,7 @@ class StreamState:
 
     def reset_epoch(self) -> None:
         """Redis lost its data: seqs restart at 1, so every dedupe mark is void."""
+        self.notify()
         self.global_mark = 0
         self.buffer_floor = 0
         self.session_marks.clear()
@@ -269,6 +303,7 @@ class StreamState:
     def rewind(self, to_seq: int) -> None:
         """The log's entries above ``to_seq`` changed after they were offered (a failover
         lost them): they will be offered again, so no dedupe mark or buffer may cover them."""
+        self.notify()
         self.global_mark = min(self.global_mark, to_seq)
         self.buffer_floor = min(self.buffer_floor, to_seq)
         self.session_marks = {sid: min(m, to_seq) for sid, m in self.session_marks.items()}
@@ -277,3 +312,7 @@ class StreamState:
         if self.global_buffer is not None:
             self.global_buffer[:] = [ev for ev in self.global_buffer if ev.seq <= to_seq]
         self.held_gaps = [g for g in self.held_gaps if g.to_seq <= to_seq]
+
+
+def _nothing() -> None:
+    """No hub watches this stream (yet)."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from relaybus.gateway.frames import Outgoing
@@ -32,4 +32,18 @@ class FrameSink(Protocol):
 
     def write_now(self, items: Sequence[Outgoing]) -> bool:
         """Write without waiting if the transport takes data now; ``False``: use send_many."""
+        ...
+
+
+#: ``transport.write``: what the fan-out calls for a steady connection.
+Write = Callable[[bytes], object]
+
+
+class SteadySink(FrameSink, Protocol):
+    """A sink whose transport the fan-out may write shared bytes to directly."""
+
+    def steady_write(self, changed: Callable[[], object]) -> Write | None:
+        """The transport's ``write`` while the connection is open and the transport takes
+        data (``None`` otherwise); from now on ``changed`` is called whenever that may change
+        (pause, resume, close)."""
         ...

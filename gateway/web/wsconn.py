@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -29,7 +29,7 @@ from uvicorn.protocols.utils import get_remote_addr
 
 from relaybus.gateway.delivery.events import ws_text_frame
 from relaybus.gateway.delivery.runs import Burst
-from relaybus.gateway.delivery.wsio import ClientGone, WriteTimeout
+from relaybus.gateway.delivery.wsio import ClientGone, Write, WriteTimeout
 from relaybus.gateway.frames import Outgoing
 from relaybus.gateway.web import wsframes as wf
 
@@ -71,6 +71,7 @@ class WsConnection(asyncio.Protocol):
 
     __slots__ = (
         "_buf",
+        "_changed",
         "_conns",
         "_drain",
         "_frag",
@@ -114,6 +115,8 @@ class WsConnection(asyncio.Protocol):
         #: the transport to drain.
         self._waiter: asyncio.Future[None] | None = None
         self._drain: asyncio.Future[None] | None = None
+        #: Told whenever ``ok`` may change (the hub's cache of steady transports).
+        self._changed: Callable[[], object] | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------
 
@@ -124,7 +127,7 @@ class WsConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._state = CLOSED
-        self.ok = False
+        self._set_ok(False)
         self._conns.discard(self)
         self._cancel_timer()
         self._buf = self._frag = None
@@ -135,12 +138,18 @@ class WsConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._paused = True
-        self.ok = False
+        self._set_ok(False)
 
     def resume_writing(self) -> None:
         self._paused = False
-        self.ok = self._state == OPEN
+        self._set_ok(self._state == OPEN)
         self._wake_writers()
+
+    def _set_ok(self, ok: bool) -> None:
+        self.ok = ok
+        changed = self._changed
+        if changed is not None:
+            changed()
 
     def data_received(self, data: bytes) -> None:
         state = self._state
@@ -168,7 +177,7 @@ class WsConnection(asyncio.Protocol):
         """The opening handshake is done: frames flow (any the client sent early are parsed
         now)."""
         self._state = OPEN
-        self.ok = not self._paused
+        self._set_ok(not self._paused)
         self._schedule_ping()
         pending, self._buf = self._buf, None
         if pending:
@@ -209,7 +218,7 @@ class WsConnection(asyncio.Protocol):
         self._cancel_timer()
         transport.write(wf.close_frame(code, reason))
         self._state = CLOSING
-        self.ok = False
+        self._set_ok(False)
         self._timer = asyncio.get_running_loop().call_later(
             self.limits.close_timeout_s, transport.close
         )
@@ -221,6 +230,10 @@ class WsConnection(asyncio.Protocol):
             return False
         self.transport.write(_wire(items))  # type: ignore[union-attr]
         return True
+
+    def steady_write(self, changed: Callable[[], object]) -> Write | None:
+        self._changed = changed
+        return self.transport.write if self.ok and self.transport is not None else None
 
     async def send_many(self, items: Sequence[Outgoing]) -> None:
         if self._state == OPEN and self._paused:
@@ -356,7 +369,7 @@ class WsConnection(asyncio.Protocol):
     def _closed(self) -> None:
         """No more frames either way; the handler's receive returns what is left, then None."""
         self._state = CLOSED
-        self.ok = False
+        self._set_ok(False)
         self._cancel_timer()
         self._frag = None
         _wake(self._waiter)
