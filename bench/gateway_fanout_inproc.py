@@ -18,15 +18,11 @@ from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry
+from rig.hub_rig import SID, Sink, watching
 
-from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.fanout import Hub
-from relaybus.gateway.delivery.replay import Merged
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.web.wsconn import WsConnection, WsLimits
-
-SID = "s1"
 
 
 class Transport:
@@ -45,14 +41,6 @@ class Transport:
         return False
 
 
-class Sink(WsConnection):
-    __slots__ = ()
-    limits = WsLimits(max_size=1 << 20, ping_interval=None, ping_timeout=None, trusted=None)
-
-    def _before_open(self, data: bytes) -> None:
-        raise AssertionError
-
-
 def hub_of(clients: int) -> tuple[Hub, list[Transport]]:
     hub = Hub(GatewayMetrics(CollectorRegistry()))
     transports = []
@@ -60,18 +48,7 @@ def hub_of(clients: int) -> tuple[Hub, list[Transport]]:
         sink = Sink(set())
         transport = Transport()
         sink.connection_made(transport)  # type: ignore[arg-type]
-        sink._opened()
-        conn = Connection(
-            sink, cid=f"c{i}", metrics=hub.metrics, queue_max=10**6, buffer_max=10**6, position=0
-        )
-        hub.add(conn)
-        conn.state.accept_hello(["session_subscriptions"], 0)
-        conn.state.finish_resume(0, holes=True)
-        conn.state.welcome()
-        hub.refresh(conn)
-        conn.state.begin_watch(SID)
-        hub.watch(conn, SID)
-        conn.state.finish_watch(SID, Merged())
+        watching(hub, sink, f"c{i}")
         transports.append(transport)
     return hub, transports
 

@@ -17,23 +17,11 @@ import socket
 
 import orjson
 from prometheus_client import CollectorRegistry
+from rig.hub_rig import SID, Sink, watching
 
-from relaybus.gateway.delivery.connection import Connection
 from relaybus.gateway.delivery.events import Event
 from relaybus.gateway.delivery.fanout import Hub
-from relaybus.gateway.delivery.replay import Merged
 from relaybus.gateway.metrics import GatewayMetrics
-from relaybus.gateway.web.wsconn import WsConnection, WsLimits
-
-SID = "s1"
-
-
-class Sink(WsConnection):
-    __slots__ = ()
-    limits = WsLimits(max_size=1 << 20, ping_interval=None, ping_timeout=None, trusted=None)
-
-    def _before_open(self, data: bytes) -> None:
-        raise AssertionError
 
 
 async def hub_of(clients: int) -> tuple[Hub, list[socket.socket]]:
@@ -44,18 +32,7 @@ async def hub_of(clients: int) -> tuple[Hub, list[socket.socket]]:
         ours, theirs = socket.socketpair()
         theirs.setblocking(False)
         _, sink = await loop.connect_accepted_socket(lambda: Sink(set()), ours)
-        sink._opened()
-        conn = Connection(
-            sink, cid=f"c{i}", metrics=hub.metrics, queue_max=10**6, buffer_max=10**6, position=0
-        )
-        hub.add(conn)
-        conn.state.accept_hello(["session_subscriptions"], 0)
-        conn.state.finish_resume(0, holes=True)
-        conn.state.welcome()
-        hub.refresh(conn)
-        conn.state.begin_watch(SID)
-        hub.watch(conn, SID)
-        conn.state.finish_watch(SID, Merged())
+        watching(hub, sink, f"c{i}")
         peers.append(theirs)
     return hub, peers
 
