@@ -29,7 +29,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 from relaybus.gateway import frames
 from relaybus.gateway.auth import Access
@@ -117,11 +117,9 @@ class Connection:
         floor = self.state.steady_floor(sid)
         if floor is None:
             return None
-        # A :class:`~relaybus.gateway.delivery.wsio.SteadySink`'s (other sinks: never steady).
-        steady_write = getattr(self.sink, "steady_write", None)
-        if steady_write is None or not self.sink.raw_ok:
+        if not self.sink.raw_ok:
             return None
-        write = cast("Write | None", steady_write(self.changed))
+        write = self.sink.steady_write(self.changed)
         return None if write is None else (write, floor)
 
     # --- live delivery (synchronous, called by the fan-out) -----------------------------

@@ -34,16 +34,13 @@ class FrameSink(Protocol):
         """Write without waiting if the transport takes data now; ``False``: use send_many."""
         ...
 
+    def steady_write(self, changed: Callable[[], object]) -> Write | None:
+        """The transport's ``write``, which the fan-out may call with shared bytes directly,
+        while the connection is open and the transport takes data (``None`` otherwise, or
+        for a sink that never allows it); from now on ``changed`` is called whenever that may
+        change (pause, resume, close)."""
+        ...
+
 
 #: ``transport.write``: what the fan-out calls for a steady connection.
 Write = Callable[[bytes], object]
-
-
-class SteadySink(FrameSink, Protocol):
-    """A sink whose transport the fan-out may write shared bytes to directly."""
-
-    def steady_write(self, changed: Callable[[], object]) -> Write | None:
-        """The transport's ``write`` while the connection is open and the transport takes
-        data (``None`` otherwise); from now on ``changed`` is called whenever that may change
-        (pause, resume, close)."""
-        ...
