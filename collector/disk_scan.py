@@ -1,9 +1,9 @@
 """The safety-net rescan's walk: which transcripts on disk the engine must look at.
 
 Every :data:`~relaybus.collector.service.RESCAN_S` the engine walks the projects tree in
-case the watcher missed a change. A tracked transcript whose ``lstat`` shows the inode,
-size and nothing unread its cursor saw last needs nothing (syncing it would find the
-same): only the others become ``Path``s and go through ``FileSync.sync_path``. A routine
+case the watcher missed a change. A tracked transcript whose cursor's own check finds the
+same file with nothing unread needs nothing (the drain would stop right there): only the
+others become ``Path``s and go through ``FileSync.sync_path``. A routine
 rescan also ``lstat``s only the files read lately (their descriptor still open:
 :mod:`relaybus.collector.open_files`) every time, and each quiet one on one rescan in
 :data:`QUIET_EVERY` (staggered by name): an ``lstat`` costs ~16 µs on a small VM, and a
@@ -15,30 +15,17 @@ overflowed, new watches, Redis came back) compares every file.
 from __future__ import annotations
 
 import os
-import stat
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
 from relaybus.collector import backfill
+from relaybus.collector.paths import SUFFIX
+from relaybus.collector.tailer import Status
 from relaybus.collector.tracked import FileEntry
 
-SUFFIX = ".jsonl"
 #: A quiet file is compared on one routine rescan in this many (2 s each: every 30 s).
 QUIET_EVERY = 15
-
-
-def unchanged(entry: FileEntry, st: os.stat_result) -> bool:
-    """The file is the one the cursor follows, at the size it saw, all of it read."""
-    tail = entry.tail
-    ident = tail.identity
-    return (
-        stat.S_ISREG(st.st_mode)
-        and st.st_ino == ident.ino
-        and st.st_dev == ident.dev
-        and st.st_size == tail.size
-        and not tail.has_unread
-    )
 
 
 class DiskScan:
@@ -51,8 +38,8 @@ class DiskScan:
     def scan(
         self, tracked: Mapping[str, FileEntry], *, every_file: bool = True
     ) -> tuple[list[Path], set[str]]:
-        """The ``.jsonl`` files to sync (every file not tracked, and the tracked ones
-        compared and not :func:`unchanged`), in sync order; and the keys of every such
+        """The ``.jsonl`` files to sync (every file not tracked, and the tracked ones whose
+        cursor's check finds something to read or another file), in sync order; and the keys of every such
         file found (``projects/…``, as ``FileSync`` keys them). ``every_file=False``: a
         routine rescan, comparing the quiet files in turn."""
         top = str(self.projects)
@@ -70,14 +57,15 @@ class DiskScan:
                 seen.add(key)
                 entry = tracked.get(key)
                 if entry is not None:
-                    quiet = turn >= 0 and not entry.tail.is_open
+                    tail = entry.tail
+                    quiet = turn >= 0 and not tail.is_open
                     if quiet and zlib.crc32(key.encode()) % QUIET_EVERY != turn:
                         continue  # a quiet file, not its turn
                     try:
-                        if unchanged(entry, os.lstat(os.path.join(dirpath, name))):
-                            continue
+                        if tail.check().status is Status.SAME and not tail.has_unread:
+                            continue  # what sync_path's drain would find: nothing to read
                     except OSError:
-                        pass  # gone since the listing: sync_path finds out and untracks it
+                        pass  # unreadable now: sync_path sets it aside
                 todo.append(Path(dirpath, name))
         todo.sort(key=backfill.sync_order)
         return todo, seen
