@@ -1,8 +1,10 @@
 """Ctrl-C while `relaybus up` starts: one line and exit 130, never a traceback.
 
 A SIGINT that lands before ``relaybus.cli.main`` runs (the interpreter's own start and the
-import of the CLI module, ~0.1 s) is Python's to report; the test then tries again a little
-later, so what it checks is everything from ``main`` on: imports, settings, the embedded server.
+import of the CLI module, ~0.1 s, longer on a loaded machine) is Python's to report, or kills
+the process silently if the interpreter has not installed its handler yet; the test then tries
+again a little later, so what it checks is everything from ``main`` on: imports, settings, the
+embedded server.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def test_ctrl_c_during_start_up_is_one_line(
         code, err = _interrupt(tmp_path / str(attempt), claude_dir, delay_s + 0.1 * attempt)
         if ("Traceback" in err and " in main\n" not in err) or "Fatal Python error" in err:
             continue  # before main: the interpreter's own start
+        if code == -signal.SIGINT and not err.strip():
+            continue  # before the interpreter installed its SIGINT handler: the default killed it
         break
     else:
         pytest.fail(f"every SIGINT landed before relaybus.cli.main: {err}")
