@@ -10,7 +10,9 @@ A B C D A B C D so that drift on a shared machine hits all of them alike:
   a watchfiles tailer (1 ms step) emitting through a write-only ``AsyncRedisManager``;
 * ``floor`` — the bare hops: watchfiles -> XADD -> XREAD -> ``websockets.broadcast``;
 * ``lean`` — the lean floor (``rig/lean_floor.py``): inotify -> read -> pipelined XADD ->
-  XREAD BLOCK -> one pre-built frame written to every socket's transport. The reference.
+  XREAD BLOCK -> one pre-built frame written to every socket's transport. The reference;
+* ``lean-full`` — the lean floor with each line twice in its frame: the bytes of relaybus's
+  full frame (record and projection, ~2x the line; the ``relaybus-phone`` frame is ~1x).
 
 Workloads: (a) latency at 100 lines/s by client count, with the CPU µs per delivery of
 each server process (``/proc/<pid>/stat``); (q) quiet CPU: one client, 10 s, no lines; (b) the highest rate into 100
@@ -54,6 +56,7 @@ from rig.stacks import (
     floor_stack,
     idle_rss,
     latency_run,
+    lean_full_stack,
     lean_stack,
     phone_stack,
     quiet,
@@ -74,7 +77,7 @@ from tests.support.servers import RedisServer, free_port, server_binaries  # noq
 OUT = REPO / "bench" / "results" / "compare.json"
 DOC = REPO / "docs" / "performance.md"
 PLOT = REPO / "docs" / "performance-compare.png"
-SYSTEMS = ("relaybus", "relaybus-phone", "socketio", "floor", "lean")
+SYSTEMS = ("relaybus", "relaybus-phone", "socketio", "floor", "lean", "lean-full")
 QUIET_S = 10.0
 BEGIN, END = "<!-- compare:begin -->", "<!-- compare:end -->"
 
@@ -258,8 +261,15 @@ async def run(plan: Plan, only: set[str], systems: set[str], rounds: int = 1) ->
         stacks: list[Stack] = []
         try:
             if only & {"latency", "ladder", "storm", "memory", "quiet"}:
-                for make in (relaybus_stack, socketio_stack, floor_stack, lean_stack):
-                    if make.__name__.split("_")[0] in systems:
+                makers = {
+                    "relaybus": relaybus_stack,
+                    "socketio": socketio_stack,
+                    "floor": floor_stack,
+                    "lean": lean_stack,
+                    "lean-full": lean_full_stack,
+                }
+                for name, make in makers.items():
+                    if name in systems:
                         stacks.append(await make(srv, tmp))
                 if "relaybus-phone" in systems:  # beside relaybus, on its processes if it runs
                     stacks.insert(int("relaybus" in systems), await phone_stack(stacks, srv, tmp))
@@ -421,12 +431,17 @@ def merged(rows: list[dict[str, Any]]) -> dict[tuple[int, str], dict[str, Any]]:
     return out
 
 
+#: The ratios the latency table shows, when both systems ran: (system, reference).
+RATIOS = (("relaybus", "lean"), ("relaybus", "lean-full"), ("relaybus-phone", "lean"))
+
+
 def latency_tables(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
-    """(a): p50 / p99 per system and the ratios to the lean floor; CPU µs per delivery
+    """(a): p50 / p99 per system and the ratios to the lean floors; CPU µs per delivery
     (medians over the rounds when there are several)."""
     by = merged(rows)
     counts = sorted({r["clients"] for r in rows})
     ref = "lean" if "lean" in systems else None
+    pairs = [(a, b) for a, b in RATIOS if a in systems and b in systems]
     out = [
         "### (a) Latency at 100 lines/s (write → frame received, ms)",
         "",
@@ -437,22 +452,25 @@ def latency_tables(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
         ),
         "| clients | "
         + " | ".join(f"{s} p50 / p99" for s in systems)
-        + (" | relaybus ÷ lean p50 / p99" if ref and "relaybus" in systems else "")
+        + "".join(f" | {a} ÷ {b} p50 / p99" for a, b in pairs)
         + " | lost ("
         + " / ".join(s[0] for s in systems)
         + ") |",
-        "| ---: |" + " ---: |" * (len(systems) + 1 + bool(ref and "relaybus" in systems)),
+        "| ---: |" + " ---: |" * (len(systems) + 1 + len(pairs)),
     ]
     for n in counts:
         cells = [
             f"{fmt(by[n, s]['p50_ms'])} / {fmt(by[n, s]['p99_ms'])}" if (n, s) in by else "—"
             for s in systems
         ]
-        if ref and "relaybus" in systems and (n, "relaybus") in by and (n, ref) in by:
-            r, f = by[n, "relaybus"], by[n, ref]
-            cells.append(f"{ratio(r['p50_ms'], f['p50_ms'])} / {ratio(r['p99_ms'], f['p99_ms'])}")
-        elif ref and "relaybus" in systems:
-            cells.append("—")
+        for a, b in pairs:
+            if (n, a) in by and (n, b) in by:
+                r, f = by[n, a], by[n, b]
+                cells.append(
+                    f"{ratio(r['p50_ms'], f['p50_ms'])} / {ratio(r['p99_ms'], f['p99_ms'])}"
+                )
+            else:
+                cells.append("—")
         lost = " / ".join(fmt(by[n, s]["lost"]) if (n, s) in by else "—" for s in systems)
         out.append(f"| {n:,} | " + " | ".join(cells) + f" | {lost} |")
     out += [

@@ -152,7 +152,7 @@ async def run_floor(args: argparse.Namespace) -> None:
 async def run_lean(args: argparse.Namespace) -> None:
     from rig.lean_floor import serve as lean
 
-    await lean(Path(args.dir), args.redis, args.port)
+    await lean(Path(args.dir), args.redis, args.port, args.copies)
 
 
 def main() -> None:
@@ -167,6 +167,7 @@ def main() -> None:
     p.add_argument("--dir", default="")
     p.add_argument("--redis", default="")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--copies", type=int, default=1, help="lean: the line this many times a frame")
     args = p.parse_args()
     runner = {"clients": run_clients, "idle": run_idle, "floor": run_floor, "lean": run_lean}[
         args.mode

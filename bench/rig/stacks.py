@@ -253,12 +253,17 @@ async def socketio_stack(srv: RedisServer, tmp: Path) -> Stack:
     return Stack("socketio", "sio", url, server.proc.pid, file_target(d), stop, procs)
 
 
-async def one_process_stack(name: str, srv: RedisServer, tmp: Path) -> Stack:
-    """A floor: one ``gateway_workers.py <name>`` process serving plain broadcast."""
+async def one_process_stack(
+    name: str, srv: RedisServer, tmp: Path, mode: str | None = None, *args: str
+) -> Stack:
+    """A floor: one ``gateway_workers.py <mode>`` process (``mode`` defaults to ``name``)
+    serving plain broadcast; ``args`` go to it."""
     d = tmp / name
     d.mkdir()
     port = free_port()
-    floor = await Worker(name, "--dir", str(d), "--redis", srv.url, "--port", str(port)).start()
+    floor = await Worker(
+        mode or name, "--dir", str(d), "--redis", srv.url, "--port", str(port), *args
+    ).start()
     assert floor.proc is not None
     proc = floor.proc
 
@@ -279,6 +284,11 @@ async def floor_stack(srv: RedisServer, tmp: Path) -> Stack:
 async def lean_stack(srv: RedisServer, tmp: Path) -> Stack:
     """inotify -> pipelined XADD -> XREAD -> one frame to every transport (the reference)."""
     return await one_process_stack("lean", srv, tmp)
+
+
+async def lean_full_stack(srv: RedisServer, tmp: Path) -> Stack:
+    """The lean floor sending each line twice a frame: the bytes of relaybus's full frame."""
+    return await one_process_stack("lean-full", srv, tmp, "lean", "--copies", "2")
 
 
 def cpu_of(st: Stack) -> dict[str, float]:
