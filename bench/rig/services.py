@@ -94,8 +94,7 @@ async def watching(gw: GatewayProc, sid: str) -> AsyncIterator[WsClient]:
     """A full-capability client of ``gw`` that watches session ``sid``."""
     async with WsClient(gw.ws, token=TOKEN) as ws:
         await ws.hello(FULL)
-        await ws.send({"type": "watch_session", "sessionId": sid})
-        await ws.expect("watch_ack")
+        await ws.watch(sid)
         yield ws
 
 
