@@ -170,8 +170,7 @@ async def normal_client(gw: GatewayProc, pub: Publisher, stop: asyncio.Event) ->
     sent_at: dict[str, float] = {}
     async with WsClient(gw.ws, token="bench") as ws:
         await ws.hello(FULL)
-        await ws.send({"type": "watch_session", "sessionId": "live"})
-        await ws.expect("watch_ack")
+        await ws.watch("live")
         n = 0
         while not stop.is_set():
             n += 1

@@ -53,7 +53,7 @@ from rig.trees import export
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import fixture_records, in_session, transcript
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import RedisServer, running_server
 
 OUT = REPO / "bench" / "results" / "backfill.json"
 SID = "b0000000-0000-4000-8000-00000000b16f"
@@ -206,9 +206,7 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
-    result = header("backfill", kind, load=True)
+    result = header("backfill", "", load=True)  # the server's kind once it runs
     result["settings"] = {"backfill_events": 200, "backfill_max_age_hours": 24, "old_mtime_h": 48}
     result["baseline_ref"] = args.baseline
     head = subprocess.run(
@@ -224,9 +222,8 @@ def main() -> None:
             export(args.baseline, root / "baseline-src")
             variants.append(("baseline", root / "baseline-src"))
         variants.append(("current", None))
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        try:
+        with running_server(root / "srv") as srv:
+            result["server"] = srv.kind
             for size_mb in args.sizes_mb:
                 data = root / f"data-{size_mb}.jsonl"
                 end = write_transcript(data, size_mb * MB)
@@ -245,8 +242,6 @@ def main() -> None:
                         print(orjson.dumps(r).decode(), flush=True)
                         stops.append(r)
                 data.unlink()
-        finally:
-            srv.stop()
     result["runs"] = runs
     if stops:
         result["stops"] = stops

@@ -31,7 +31,7 @@ from rig import REPO
 from rig.collector import fixture_lines, latency, throughput
 from rig.trees import UVLOOP_SITE, export
 
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import running_server
 
 OUT = REPO / "bench" / "results" / "collector_ab.json"
 
@@ -55,8 +55,6 @@ def main() -> None:
     ap.add_argument("--uvloop", action="store_true")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
     base = fixture_lines()
     lines = (base * (args.lines // len(base) + 1))[: args.lines]
     results: dict[str, list[dict[str, Any]]] = {}
@@ -73,9 +71,7 @@ def main() -> None:
             site.mkdir()
             (site / "sitecustomize.py").write_text(UVLOOP_SITE)
             variants["new+uvloop"] = {"PYTHONPATH": str(site)}
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        try:
+        with running_server(root / "srv") as srv:
             for rnd in range(args.rounds):
                 for i, (name, env) in enumerate(variants.items()):
                     tag = f"r{rnd}v{i}"
@@ -87,8 +83,6 @@ def main() -> None:
                     run = {"throughput": tp, "latency": lat, "load_1m": os.getloadavg()[0]}
                     results.setdefault(name, []).append(run)
                     print(name, rnd, json.dumps(_row(run)), flush=True)
-        finally:
-            srv.stop()
     summary = {
         name: {
             "lines_per_s": median_of(runs, "throughput", "lines_per_s"),
@@ -106,7 +100,7 @@ def main() -> None:
         "benchmark": "collector_ab",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(),
-        "server": kind,
+        "server": srv.kind,
         "args": vars(args),
         "median_over_rounds": summary,
         "rounds": {name: [_row(r) for r in runs] for name, runs in results.items()},

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from rig.collector import fixture_lines, latency, throughput  # noqa: E402
 
 from relaybus.shared.store.keys import Keys  # noqa: E402
-from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+from tests.support.servers import RedisServer, running_server  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "collector.json"
 
@@ -64,15 +64,11 @@ def main() -> None:
     ap.add_argument("--latency-s", type=float, default=10.0)
     ap.add_argument("--repeat", type=int, default=3, help="throughput runs; the best is kept")
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
     base = fixture_lines()
     lines = (base * (args.lines // len(base) + 1))[: args.lines]
     with tempfile.TemporaryDirectory(prefix="collector-bench-") as tmp:
         root = Path(tmp)
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        try:
+        with running_server(root / "srv") as srv:
             claude = root / "claude"
             runs = [
                 throughput(srv, claude / f"r{i}", lines, f"bench{i}") for i in range(args.repeat)
@@ -86,13 +82,11 @@ def main() -> None:
             (claude_lat / "projects").mkdir(parents=True)
             (claude_lat / "sessions").mkdir()
             lat = latency(srv, claude_lat, "benchlat", args.latency_s)
-        finally:
-            srv.stop()
     result = {
         "benchmark": "collector",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "server": kind,
+        "server": srv.kind,
         "throughput": tp,
         "bare_xadd_pipeline": bare,
         "ratio_collector_to_bare_xadd": round(tp["lines_per_s"] / bare["lines_per_s"], 3),

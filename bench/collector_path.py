@@ -28,7 +28,7 @@ from rig.trees import export
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import transcript, user_line
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import RedisServer, running_server
 
 STEPS = ["wake", "woken", "engine", "check", "read", "plan0", "plan1", "write"]
 
@@ -152,8 +152,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--lines", type=int, default=600)
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
     with tempfile.TemporaryDirectory(prefix="collector-path-") as tmp:
         root = Path(tmp)
         site = root / "site"
@@ -164,15 +162,11 @@ def main() -> None:
             f"base {commit}": {"PYTHONPATH": f"{site}:{root / 'base'}"},
             "new": {"PYTHONPATH": f"{site}:{os.environ.get('PYTHONPATH', '')}"},
         }
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        try:
+        with running_server(root / "srv") as srv:
             for rnd in range(args.rounds):
                 for i, (name, env) in enumerate(variants.items()):
                     row = run(srv, root, f"r{rnd}v{i}", env, args.lines)
                     print(json.dumps({"variant": name, "round": rnd, **row}), flush=True)
-        finally:
-            srv.stop()
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ from relaybus.shared.store.keys import Keys  # noqa: E402
 from tests.support.collector_records import user_line  # noqa: E402
 from tests.support.gateway_publish import Publisher  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402
-from tests.support.servers import RedisServer, free_port, server_binaries  # noqa: E402
+from tests.support.servers import RedisServer, free_port, running_server  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "compare.json"
 DOC = REPO / "docs" / "performance.md"
@@ -239,25 +239,21 @@ async def behind_nginx(srv: RedisServer, tmp: Path, plan: Plan) -> dict[str, Any
 
 
 async def run(plan: Plan, only: set[str], systems: set[str], rounds: int = 1) -> dict[str, Any]:
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
-    out: dict[str, Any] = {
-        "benchmark": "compare",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "load_1m_at_start": round(os.getloadavg()[0], 2),
-        },
-        "server": kind,
-        "plan": plan.__dict__,
-        "line_bytes": len(user_line(str(uuid.uuid4()), f"{PLACE.decode()} {FILLER}")),
-    }
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as t:
+    with tempfile.TemporaryDirectory() as t, running_server(Path(t) / "srv") as srv:
         tmp = Path(t)
-        srv = RedisServer(kind, binaries[kind], tmp / "srv")
-        srv.start()
+        out: dict[str, Any] = {
+            "benchmark": "compare",
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "load_1m_at_start": round(os.getloadavg()[0], 2),
+            },
+            "server": srv.kind,
+            "plan": plan.__dict__,
+            "line_bytes": len(user_line(str(uuid.uuid4()), f"{PLACE.decode()} {FILLER}")),
+        }
         stacks: list[Stack] = []
         try:
             if only & {"latency", "ladder", "storm", "memory", "quiet"}:
@@ -291,7 +287,6 @@ async def run(plan: Plan, only: set[str], systems: set[str], rounds: int = 1) ->
         finally:
             for st in stacks:
                 await st.stop()
-            srv.stop()
     out["seconds"] = round(time.monotonic() - t0)
     out["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
     return out

@@ -74,50 +74,43 @@ async def measure(tree: Path, n: int) -> dict[str, object]:
     from tests.conftest import make_settings
     from tests.support.gateway_publish import Publisher
     from tests.support.gateway_server import running_gateway
-    from tests.support.servers import RedisServer, server_binaries
+    from tests.support.servers import running_server
 
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
-    with tempfile.TemporaryDirectory() as tmp:
-        srv = RedisServer(kind, binaries[kind], Path(tmp) / "srv")
-        srv.start()
-        try:
-            ns = "mem"
-            client = aioredis.Redis.from_url(srv.url)
-            await Publisher(client, Keys(ns)).start_session("s1")
-            await client.aclose()
-            async with running_gateway(make_settings(srv.url, ns)) as gw:
-                env = {**os.environ, "PYTHONPATH": str(tree)}
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-c",
-                    CLIENTS,
-                    str(gw.port),
-                    str(n),
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    env=env,
-                    cwd=tree,
-                )
-                assert proc.stdout is not None and proc.stdin is not None
-                await asyncio.sleep(1.0)
-                tracemalloc.start(30)
-                before = tracemalloc.take_snapshot()
-                proc.stdin.write(b"go\n")
-                line = await asyncio.wait_for(proc.stdout.readline(), 60)
-                assert line.strip() == b"ready", line
-                deadline = time.monotonic() + 30
-                while len(gw.runtime.hub.connections) < n:
-                    assert time.monotonic() < deadline, "clients did not all connect"
-                    await asyncio.sleep(0.1)
-                await asyncio.sleep(2.0)
-                after = tracemalloc.take_snapshot()
-                tracemalloc.stop()
-                connected = len(gw.runtime.hub.connections)
-                proc.stdin.write(b"\n")
-                await asyncio.wait_for(proc.wait(), 30)
-        finally:
-            srv.stop()
+    with tempfile.TemporaryDirectory() as tmp, running_server(Path(tmp) / "srv") as srv:
+        ns = "mem"
+        client = aioredis.Redis.from_url(srv.url)
+        await Publisher(client, Keys(ns)).start_session("s1")
+        await client.aclose()
+        async with running_gateway(make_settings(srv.url, ns)) as gw:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                CLIENTS,
+                str(gw.port),
+                str(n),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                env=env,
+                cwd=tree,
+            )
+            assert proc.stdout is not None and proc.stdin is not None
+            await asyncio.sleep(1.0)
+            tracemalloc.start(30)
+            before = tracemalloc.take_snapshot()
+            proc.stdin.write(b"go\n")
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line.strip() == b"ready", line
+            deadline = time.monotonic() + 30
+            while len(gw.runtime.hub.connections) < n:
+                assert time.monotonic() < deadline, "clients did not all connect"
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(2.0)
+            after = tracemalloc.take_snapshot()
+            tracemalloc.stop()
+            connected = len(gw.runtime.hub.connections)
+            proc.stdin.write(b"\n")
+            await asyncio.wait_for(proc.wait(), 30)
     by: dict[str, int] = {}
     for stat in after.compare_to(before, "traceback"):
         who = owner(stat.traceback)

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402
 from tests.support.procs import http_ok  # noqa: E402
-from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+from tests.support.servers import RedisServer, running_server  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "gateway_ab.json"
 TOKEN = "bench"
@@ -124,29 +124,25 @@ async def stacks(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
     trees = {"before": args.before.resolve(), "after": REPO}
     plan = dataclasses.replace(
         FULL, storm_clients=args.clients, storm_lines=args.storm_lines, grace_s=15.0
     )
-    res: dict[str, Any] = {
-        "benchmark": "gateway_ab",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "load_1m_at_start": round(os.getloadavg()[0], 2)},
-        "server": kind,
-        "clients": args.clients,
-        "latency_lines": args.lines,
-        "storm_lines": args.storm_lines,
-        "latency": [],
-        "storm": [],
-        "memory": [],
-    }
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as t:
+    with tempfile.TemporaryDirectory() as t, running_server(Path(t) / "srv") as srv:
         tmp = Path(t)
-        srv = RedisServer(kind, binaries[kind], tmp / "srv")
-        srv.start()
+        res: dict[str, Any] = {
+            "benchmark": "gateway_ab",
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"cpus": os.cpu_count(), "load_1m_at_start": round(os.getloadavg()[0], 2)},
+            "server": srv.kind,
+            "clients": args.clients,
+            "latency_lines": args.lines,
+            "storm_lines": args.storm_lines,
+            "latency": [],
+            "storm": [],
+            "memory": [],
+        }
         gateways, collector = await stacks(srv, tmp, trees, args.logs)
         try:
             for rnd in range(args.rounds):
@@ -170,7 +166,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for st in gateways:
                 await st.stop()
             collector.stop()
-            srv.stop()
     res["seconds"] = round(time.monotonic() - t0)
     res["machine"]["load_1m_at_end"] = round(os.getloadavg()[0], 2)
     return res

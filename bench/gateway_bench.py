@@ -45,7 +45,7 @@ from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import transcript, user_line  # noqa: E402
 from tests.support.gateway_publish import Publisher  # noqa: E402
 from tests.support.gateway_server import GatewayProc  # noqa: E402
-from tests.support.servers import RedisServer, free_port, server_binaries  # noqa: E402
+from tests.support.servers import RedisServer, free_port, running_server  # noqa: E402
 
 OUT = REPO / "bench" / "results" / "gateway.json"
 TOKEN = "bench"
@@ -269,20 +269,16 @@ async def memory(srv: RedisServer, clients: int) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
-    out: dict[str, Any] = {
-        "benchmark": "gateway",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "server": kind,
-        "ws_compression": False,
-    }
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        srv = RedisServer(kind, binaries[kind], tmp / "srv")
-        srv.start()
-        try:
+        with running_server(tmp / "srv") as srv:
+            out: dict[str, Any] = {
+                "benchmark": "gateway",
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                "server": srv.kind,
+                "ws_compression": False,
+            }
             if "latency" in args.only:
                 rows = []
                 for n in (1, 20, 100):
@@ -307,8 +303,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if "memory" in args.only:
                 out["idle_memory"] = await memory(srv, args.idle_clients)
                 print(json.dumps(out["idle_memory"]), flush=True)
-        finally:
-            srv.stop()
     out["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     return out
 

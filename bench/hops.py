@@ -26,7 +26,7 @@ from rig.stats import pct
 from rig.trees import export
 
 from tests.support.collector_records import Entries
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import running_server
 
 
 async def monitor_stream(url: str, key: str, seen: dict[int, int], stop: asyncio.Event) -> None:
@@ -110,13 +110,9 @@ async def main_async(
 ) -> list[dict[str, Any]]:
     import tempfile
 
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
     rows = []
-    with tempfile.TemporaryDirectory() as t:
+    with tempfile.TemporaryDirectory() as t, running_server(Path(t) / "srv") as srv:
         tmp = Path(t)
-        srv = RedisServer(kind, binaries[kind], tmp / "srv")
-        srv.start()
         stacks: list[Stack] = []
         probe = aioredis.Redis.from_url(srv.url)
 
@@ -161,7 +157,6 @@ async def main_async(
             await probe.aclose()
             for st in stacks:
                 await st.stop()
-            srv.stop()
     return rows
 
 

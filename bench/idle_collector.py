@@ -26,7 +26,7 @@ from rig.trees import export
 from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.collector_records import assistant_line, transcript, user_line
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import RedisServer, running_server
 
 MONTH_S = 30 * 86400
 #: How long a collector may take to register every file before the run is abandoned.
@@ -81,8 +81,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="idle-collector-") as tmp:
         root = Path(tmp)
@@ -91,16 +89,12 @@ def main() -> None:
             f"base {commit}": {"PYTHONPATH": str(root / "base")},
             "new": {"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
         }
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        try:
+        with running_server(root / "srv") as srv:
             for rnd in range(args.rounds):
                 for i, (name, env) in enumerate(variants.items()):
                     row = run(srv, root, f"r{rnd}v{i}", env, args.files, args.seconds)
                     rows.append({"variant": name, "round": rnd, **row})
                     print(json.dumps(rows[-1]), flush=True)
-        finally:
-            srv.stop()
     medians = {
         name: statistics.median(r["cpu_s"] for r in rows if r["variant"] == name)
         for name in variants

@@ -24,20 +24,19 @@ from typing import Any
 from rig.stacks import Stack, floor_stack, latency_run, relaybus_stack
 from rig.trees import UVLOOP_SITE, export
 
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import running_server
 
 OUT = Path(__file__).resolve().parent / "results" / "latency_ab.json"
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="latency-ab-") as t:
+    with (
+        tempfile.TemporaryDirectory(prefix="latency-ab-") as t,
+        running_server(Path(t) / "srv") as srv,
+    ):
         tmp = Path(t)
         commit = export(args.base, tmp / "base")
-        srv = RedisServer(kind, kinds[kind], tmp / "srv")
-        srv.start()
         stacks: list[Stack] = []
         try:
             base_env = {"PYTHONPATH": str(tmp / "base")}
@@ -61,7 +60,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             for st in stacks:
                 await st.stop()
-            srv.stop()
     summary: dict[str, Any] = {}
     for n in args.clients:
         floor = _median(rows, "floor", n)
@@ -74,7 +72,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "latency_ab",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(),
-        "server": kind,
+        "server": srv.kind,
         "base": commit,
         "args": {k: v for k, v in vars(args).items()},
         "median_over_rounds_by_clients": summary,

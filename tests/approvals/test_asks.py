@@ -74,8 +74,7 @@ async def _ask(
     sid, path, _tid = session_with_tool(m.claude_dir, m.workdir, name, call_input or tool_input)
     await published(admin, keys, sid)
     await ws.hello(FULL)
-    await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-    await ws.expect("watch_ack")
+    await ws.watch(sid, requestId="w")
 
     async def counted() -> bool:
         return bool(await admin.hgetall(keys.session_watchers(sid)))

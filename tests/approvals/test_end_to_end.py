@@ -41,8 +41,7 @@ async def gateways(server: RedisServer, namespace: str) -> AsyncIterator[Callabl
 
 async def _watch(ws: WsClient, sid: str) -> None:
     await ws.hello(FULL)
-    await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-    await ws.expect("watch_ack")
+    await ws.watch(sid, requestId="w")
 
 
 async def _watchers(admin: aioredis.Redis, keys: Keys, sid: str, gateways: int) -> None:

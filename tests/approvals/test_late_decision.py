@@ -33,8 +33,7 @@ async def gateway(server: RedisServer, namespace: str) -> AsyncIterator[RunningG
 
 async def _watching(ws: WsClient, admin: aioredis.Redis, keys: Keys, sid: str) -> None:
     await ws.hello(FULL)
-    await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-    await ws.expect("watch_ack")
+    await ws.watch(sid, requestId="w")
 
     async def counted() -> bool:
         return (

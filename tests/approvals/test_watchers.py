@@ -38,13 +38,11 @@ async def test_counts_follow_watch_unwatch_and_disconnect(
         ):
             for ws in (a, ro):
                 await ws.hello(FULL)
-                await ws.send({"type": "watch_session", "sessionId": "s1"})
-                await ws.expect("watch_ack")
+                await ws.watch("s1")
             assert _count(await admin.hgetall(key)) == 1
             async with WsClient(gw.ws, token="full-token") as b:
                 await b.hello(FULL)
-                await b.send({"type": "watch_session", "sessionId": "s1"})
-                await b.expect("watch_ack")
+                await b.watch("s1")
                 assert _count(await admin.hgetall(key)) == 2
             # b disconnected without unwatching: the periodic pass notices
 
@@ -56,8 +54,7 @@ async def test_counts_follow_watch_unwatch_and_disconnect(
             await a.send({"type": "unwatch_session", "sessionId": "s1"})
             await a.expect("watch_ack")
             assert gid not in await admin.hgetall(key)
-            await a.send({"type": "watch_session", "sessionId": "s1"})
-            await a.expect("watch_ack")
+            await a.watch("s1")
             assert _count(await admin.hgetall(key)) == 1
     assert await admin.hgetall(key) == {}
 
@@ -74,8 +71,7 @@ async def test_watches_arriving_together_are_all_counted_before_their_acks(
     async def watch(url: str) -> WsClient:
         ws = await WsClient(url, token="full-token").__aenter__()
         await ws.hello(FULL)
-        await ws.send({"type": "watch_session", "sessionId": "s1"})
-        await ws.expect("watch_ack")
+        await ws.watch("s1")
         return ws
 
     async with running_gateway(make_settings(server.url, namespace)) as gw:

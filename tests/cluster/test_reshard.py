@@ -34,8 +34,7 @@ async def watching(gw: GatewayProc, sid: str, v1: bool = False) -> WsClient:
         await c.hello(lastSeqId=0)
     else:
         await c.hello(FULL)
-        await c.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-        await c.expect("watch_ack")
+        await c.watch(sid, requestId="w")
     return c
 
 

@@ -123,8 +123,7 @@ def _states(ws: WsClient, sid: str, after: int = 0) -> list[str]:
 
 async def _watch(ws: WsClient, sid: str) -> None:
     await ws.hello(FULL)
-    await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid})
-    await ws.expect("watch_ack")
+    await ws.watch(sid, requestId="w")
 
 
 async def test_prompt_to_second_host_through_another_gateway(

@@ -248,8 +248,7 @@ async def test_push_and_approvals_run_under_the_acl_users(
                 await published(admin, keys, sid2)
                 async with WsClient(gw.ws, token="full-token") as ws:
                     await ws.hello(FULL)
-                    await ws.send({"type": "watch_session", "requestId": "w", "sessionId": sid2})
-                    await ws.expect("watch_ack")
+                    await ws.watch(sid2, requestId="w")
                     run2 = await hooks(
                         hook_input(sid2, path2, str(m.workdir), "Edit", tool_input),
                         env=m.hook_env(),

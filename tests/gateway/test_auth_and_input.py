@@ -65,8 +65,7 @@ async def test_read_only_token_cannot_command(gw: RunningGateway, pub: Publisher
     async with WsClient(gw.ws, token="ro-token") as ro, WsClient(gw.ws, token="full-token") as full:
         for c in (ro, full):
             await c.hello(["session_subscriptions"])
-            await c.send({"type": "watch_session", "sessionId": "s1"})
-            await c.expect("watch_ack")
+            await c.watch("s1")
             await c.send({"type": "prompt", "requestId": "p", "message": "hi", "sessionId": "s1"})
         e_ro, e_full = await ro.expect("error"), await full.expect("error")
         assert (e_ro["code"], e_ro["requestId"]) == ("forbidden", "p")
@@ -155,8 +154,7 @@ async def test_unknown_future_fields_are_ignored(gw: RunningGateway, pub: Publis
     await pub.start_session("s")
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello(["session_subscriptions"], futureFlag={"x": 1})
-        await c.send({"type": "watch_session", "sessionId": "s", "priority": "high"})
-        assert (await c.expect("watch_ack"))["watching"] is True
+        assert (await c.watch("s", priority="high"))["watching"] is True
 
 
 async def test_flooding_closes_4029(settings: Settings) -> None:

@@ -50,8 +50,7 @@ async def test_each_loop_logs_an_outage_once_when_it_starts_and_once_when_it_end
     await rclient.aclose()
     async with running_gateway(settings) as g, WsClient(g.ws, token="full-token") as client:
         await client.hello(["session_subscriptions"])
-        await client.send({"type": "watch_session", "sessionId": "s1"})
-        await client.expect("watch_ack")
+        await client.watch("s1")
         caplog.set_level(logging.DEBUG, logger="relaybus")
         caplog.clear()
         srv.stop()

@@ -41,8 +41,7 @@ async def test_run_reaches_every_kind_of_client_once_in_order(
         await bare.hello(["session_subscriptions", "blocks_only"])
         await other.hello(["session_subscriptions"])
         for c, sid in ((plain, "s1"), (bare, "s1"), (other, "s2")):
-            await c.send({"type": "watch_session", "sessionId": sid})
-            await c.expect("watch_ack")
+            await c.watch(sid)
         await pub.start_session("s3")  # reaches the v1 client once it is live
         await v1.until(lambda _: len(v1.of_type("session_started")) == 1)
         sent0 = gw.metric("relaybus_gateway_messages_sent_total", {"type": "session_event"})
@@ -76,8 +75,7 @@ async def test_run_skips_what_a_connection_already_has(gw: RunningGateway, pub: 
     ):
         for c in (second, plain):
             await c.hello(["session_subscriptions"])
-            await c.send({"type": "watch_session", "sessionId": "s1"})
-            await c.expect("watch_ack")
+            await c.watch("s1")
         hub = gw.runtime.hub
         assert len(hub.watchers["s1"]) == 2
         head = hub.position

@@ -33,8 +33,7 @@ async def test_a_rewatch_mid_stream_leaves_and_rejoins_the_fast_path(
     ):
         for c in (a, b):
             await c.hello(["session_subscriptions"])
-            await c.send({"type": "watch_session", "sessionId": "s1"})
-            await c.expect("watch_ack")
+            await c.watch("s1")
         first = await pub.events("s1", ["a0", "a1", "a2"])
         await b.until(lambda _: len(b.events()) == 3)
         assert steady_writes(gw, "s1") == 2  # both written by the fast path

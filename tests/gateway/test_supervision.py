@@ -46,8 +46,7 @@ async def test_log_reader_crash_is_restarted_and_readyz_follows(
     await pub.start_session("s1")
     async with running_gateway(settings) as g, WsClient(g.ws, token="full-token") as client:
         await client.hello(["session_subscriptions"])
-        await client.send({"type": "watch_session", "sessionId": "s1"})
-        await client.expect("watch_ack")
+        await client.watch("s1")
         assert await readyz(g) == 200
         epoch = await rclient.get(keys.epoch)
         assert epoch is not None

@@ -63,8 +63,7 @@ async def test_watch_replays_history_then_live(gw: RunningGateway, pub: Publishe
     await pub.events("s1", [f"h{i}" for i in range(5)])
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello(["session_subscriptions"])
-        await c.send({"type": "watch_session", "sessionId": "s1", "requestId": "w", "traceId": "t"})
-        ack = await c.expect("watch_ack")
+        ack = await c.watch("s1", requestId="w", traceId="t")
         assert ack == {
             "type": "watch_ack",
             "sessionId": "s1",
@@ -128,8 +127,7 @@ async def test_unwatch_stops_events(gw: RunningGateway, pub: Publisher) -> None:
     async with WsClient(gw.ws, token="full-token") as c:
         await c.hello(["session_subscriptions"])
         for sid in ("s1", "s2"):
-            await c.send({"type": "watch_session", "sessionId": sid})
-            await c.expect("watch_ack")
+            await c.watch(sid)
         await c.send({"type": "unwatch_session", "sessionId": "s1", "requestId": "u"})
         ack = await c.expect("watch_ack")
         assert (ack["sessionId"], ack["watching"], ack["requestId"]) == ("s1", False, "u")
@@ -165,8 +163,7 @@ async def test_turn_status_only_for_observers(gw: RunningGateway, pub: Publisher
         await obs.hello(["session_subscriptions", "turn_status_observe"])
         await plain.hello(["session_subscriptions"])
         for c in (obs, plain):
-            await c.send({"type": "watch_session", "sessionId": "s1"})
-            await c.expect("watch_ack")
+            await c.watch("s1")
         current = await obs.expect("turn_status")
         assert (current["state"], current["since"], current["sessionId"]) == ("working", 123, "s1")
         await pub.turn("s1", "idle", since=456)

@@ -102,6 +102,12 @@ class WsClient:
         await self.send({"type": "hello", "capabilities": caps or [], **extra})
         return await self.expect("welcome")
 
+    async def watch(self, sid: str, *, wait_s: float = 10.0, **extra: Any) -> Frame:
+        """Send ``watch_session`` for ``sid`` (``extra``: more fields, e.g. ``requestId``); its
+        ``watch_ack``."""
+        await self.send({"type": "watch_session", "sessionId": sid, **extra})
+        return await self.expect("watch_ack", wait_s)
+
     def of_type(self, type_: str) -> list[Frame]:
         return [f for f in self.received if f["type"] == type_]
 

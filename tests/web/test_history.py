@@ -94,8 +94,7 @@ async def _listed(client: WsClient, sid: str) -> dict[str, object]:
 async def _watch(
     client: WsClient, sid: str, want: int
 ) -> tuple[dict[str, object], list[dict[str, object]]]:
-    await client.send({"type": "watch_session", "sessionId": sid, "requestId": "w"})
-    ack = await client.expect("watch_ack", wait_s=30)
+    ack = await client.watch(sid, wait_s=30, requestId="w")
     await client.until(lambda _r: len(client.events(sid)) >= want, wait_s=30)
     return ack, client.events(sid)
 
@@ -162,8 +161,7 @@ async def test_watching_a_reserved_new_conversation_is_an_empty_replay(
         client.close()
     async with WsClient(_ws_url(gw), token=TOKEN) as a:
         await a.hello(FULL)
-        await a.send({"type": "watch_session", "sessionId": new_sid, "requestId": "w"})
-        ack = await a.expect("watch_ack")
+        ack = await a.watch(new_sid, requestId="w")
         assert ack["watching"] is True and ack["sessionId"] == new_sid
         await a.send({"type": "watch_session", "sessionId": str(uuid.uuid4()), "requestId": "x"})
         err = await a.expect("error")
@@ -185,8 +183,7 @@ async def test_an_offline_machine_leaves_the_history_unloaded_and_says_so(
             poll(lambda: not client.exists(Keys(namespace).host("testhost")) or None)
         finally:
             client.close()
-        await a.send({"type": "watch_session", "sessionId": sid, "requestId": "w1"})
-        ack = await a.expect("watch_ack")
+        ack = await a.watch(sid, requestId="w1")
         assert ack["historyLoaded"] is False
         await a.send({"type": "list_sessions", "requestId": "l2"})
         await a.expect("sessions")
