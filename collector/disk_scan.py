@@ -3,8 +3,8 @@
 Every :data:`~relaybus.collector.service.RESCAN_S` the engine walks the projects tree in
 case the watcher missed a change. A tracked transcript whose cursor's own check finds the
 same file with nothing unread needs nothing (the drain would stop right there): only the
-others become ``Path``s and go through ``FileSync.sync_path``. A routine
-rescan also ``lstat``s only the files read lately (their descriptor still open:
+others become ``Path``s and go through ``FileSync.sync_path``. A routine rescan also
+``lstat``s only the files read lately (their descriptor still open:
 :mod:`relaybus.collector.open_files`) every time, and each quiet one on one rescan in
 :data:`QUIET_EVERY` (staggered by name): an ``lstat`` costs ~16 µs on a small VM, and a
 collector beside 2,000 old transcripts spent 6 % of a core on this net. A missed change to
@@ -38,10 +38,10 @@ class DiskScan:
     def scan(
         self, tracked: Mapping[str, FileEntry], *, every_file: bool = True
     ) -> tuple[list[Path], set[str]]:
-        """The ``.jsonl`` files to sync (every file not tracked, and the tracked ones whose
-        cursor's check finds something to read or another file), in sync order; and the keys of every such
-        file found (``projects/…``, as ``FileSync`` keys them). ``every_file=False``: a
-        routine rescan, comparing the quiet files in turn."""
+        """The ``.jsonl`` files to sync, in sync order: every file not tracked, and the
+        tracked ones whose cursor's check finds something to read or another file. Also the
+        keys of every such file found (``projects/…``, as ``FileSync`` keys them).
+        ``every_file=False``: a routine rescan, comparing the quiet files in turn."""
         top = str(self.projects)
         base = self.projects.name
         self.rounds += 1
